@@ -1,0 +1,544 @@
+"""
+unseen: why transformers fail to reason with symbols they never saw in training, and what fixes it.
+
+A small reproduction of "To See the Unseen" (Lazic, Fowl, Gyorgy, Szepesvari, arXiv 2604.21632).
+A decoder-only transformer learns to solve Horn-clause problems (logic_data.py) step by step. It is
+trained on variable names x0..x{n-1} and tested on problems written in names u0..u99 that never
+occurred in training. Headline command (a few minutes on a laptop CPU):
+
+    python unseen.py --unseen all --freeze-emb
+
+Why the standard model fails (the paper's "unembedding collapse", Lemma 4.1, see theory_demo.py):
+the unembedding rows of tokens that are never a training target all get the same update (softmax
+pushes their logits down, weight decay shrinks them), so they converge to one shared vector. With
+tied embeddings, the unseen tokens then also look alike on the input side.
+
+Deviations from a textbook GPT (nanoGPT), all behind switches:
+  --copy-attn     an extra attention layer whose values are the raw token embeddings X W_E
+  --untie-emb     separate input embedding and unembedding (tied by default, as in GPT-2)
+  --freeze-emb    (un)embeddings initialised (near-)orthogonal and never updated
+  --forget-every  re-initialise the (un)embeddings and their AdamW state every K steps
+  --forget-until  ... but only until step N (temporary forgetting)
+Details the paper leaves open (our simplest choices, configurable): the model size, the copy
+attention's single head with no output projection, the orthogonal init scale, the data sizes.
+"""
+
+import argparse
+import math
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass, asdict, fields
+
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+import logic_data as L
+
+# -----------------------------------------------------------------------------
+# config
+
+
+@dataclass
+class Config:
+    # data (logic_data.py)
+    n_symbols: int = 300       # size of the training symbol pool: the diversity knob
+    max_depth: int = 4         # planted derivations of depth 1..max_depth
+    max_premises: int = 2      # rules have 1..max_premises premises
+    # model
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 64
+    copy_attn: bool = False    # add the copy-attention layer (values = raw token embeddings)
+    tie_emb: bool = True       # unembedding = input embedding (GPT-2 style)
+    # the paper's interventions on the (un)embeddings
+    freeze_emb: bool = False   # orthogonal init, never updated
+    forget_every: int = 0      # re-init (un)embeddings + their AdamW state every K steps (0: never)
+    forget_until: int = 0      # stop forgetting after this step (0: forget all through training)
+    # optimisation: AdamW, weight decay on the (un)embeddings too -- the collapse depends on it
+    steps: int = 3000
+    batch_size: int = 64
+    lr: float = 2e-3
+    weight_decay: float = 0.1
+    warmup: int = 100
+    # evaluation and logging
+    eval_every: int = 250
+    eval_n: int = 500          # problems per test scenario
+    seed: int = 0
+    device: str = 'cpu'
+
+    def gen(self):
+        return L.GenConfig(max_depth=self.max_depth, max_premises=self.max_premises)
+
+    def block_size(self):
+        """Longest sequence the generator can make (and `--ask` accepts)."""
+        g = self.gen()
+        rule = g.max_premises + 3                                   # premises -> head .
+        prompt = (g.max_depth + g.n_distractors) * rule + 2 * (1 + g.n_extra_facts) + 3
+        return prompt + g.max_depth + 2                             # chain, answer, <eos>
+
+# -----------------------------------------------------------------------------
+# the model: nanoGPT, plus copy attention
+
+
+class CausalSelfAttention(nn.Module):
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.n_head = cfg.n_head
+        self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
+        self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k, v = [t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v)]  # (B, nh, T, hs)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)                                 # (B, nh, T, hs)
+        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
+
+class CopyAttention(nn.Module):
+    """Queries and keys from the hidden states, values = the raw input token embeddings X W_E.
+    A context token can reach the output without passing through any MLP or projection. One head,
+    no output projection: the simplest form (the paper's exact parametrisation is not known)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.ln = nn.LayerNorm(cfg.n_embd)
+        self.c_qk = nn.Linear(cfg.n_embd, 2 * cfg.n_embd)
+
+    def forward(self, x, tok_emb):
+        B, T, C = x.size()
+        q, k = self.c_qk(self.ln(x)).split(C, dim=2)                       # (B, T, C) each
+        att = (q @ k.transpose(1, 2)) / math.sqrt(C)                         # (B, T, T)
+        att = att.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float('-inf'))
+        return F.softmax(att, dim=-1) @ tok_emb                              # (B, T, C): a mix of raw embeddings
+
+
+class MLP(nn.Module):
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd)
+        self.c_proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd)
+
+    def forward(self, x):
+        return self.c_proj(F.gelu(self.c_fc(x)))
+
+
+class Block(nn.Module):
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(cfg.n_embd)
+        self.attn = CausalSelfAttention(cfg)
+        self.ln_2 = nn.LayerNorm(cfg.n_embd)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+
+    def __init__(self, cfg, vocab_size):
+        super().__init__()
+        self.cfg = cfg
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(vocab_size, cfg.n_embd),
+            wpe=nn.Embedding(cfg.block_size(), cfg.n_embd),
+            h=nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)]),
+            ln_f=nn.LayerNorm(cfg.n_embd),
+        ))
+        self.copy = CopyAttention(cfg) if cfg.copy_attn else None
+        self.lm_head = nn.Linear(cfg.n_embd, vocab_size, bias=False)
+        if cfg.tie_emb:
+            self.transformer.wte.weight = self.lm_head.weight   # weight tying: one matrix, both sides
+        self.apply(self._init_weights)
+        init_embeddings(self)
+
+    def _init_weights(self, module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def embeddings(self):
+        """The (un)embedding matrices the paper's switches act on: one if tied, two if not."""
+        return list({id(p): p for p in (self.transformer.wte.weight, self.lm_head.weight)}.values())
+
+    def forward(self, idx, targets=None):
+        B, T = idx.size()
+        tok_emb = self.transformer.wte(idx)                                          # (B, T, C)
+        x = tok_emb + self.transformer.wpe(torch.arange(T, device=idx.device))       # (B, T, C)
+        for block in self.transformer.h:
+            x = block(x)
+        if self.copy is not None:
+            x = x + self.copy(x, tok_emb)                                            # copy raw embeddings
+        logits = self.lm_head(self.transformer.ln_f(x))                              # (B, T, V)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+        return logits, loss
+
+# -----------------------------------------------------------------------------
+# the switches: (near-)orthogonal (re-)initialisation, freezing, forgetting
+
+
+@torch.no_grad()
+def init_embeddings(model):
+    """Orthogonal init of the (un)embeddings. With vocab V <= width C the rows are exactly orthonormal;
+    with V > C (our default) no V vectors in C dimensions can be, so the columns are orthonormal
+    (a tight frame: rows as evenly spread as possible), scaled so that rows have mean norm 1."""
+    for w in model.embeddings():
+        V, C = w.shape
+        nn.init.orthogonal_(w, gain=math.sqrt(max(V / C, 1.0)))
+
+
+def forget_embeddings(model, optimizer):
+    """Active forgetting (Chen et al. 2023): fresh (un)embeddings, their AdamW state zeroed."""
+    init_embeddings(model)
+    for w in model.embeddings():
+        for v in optimizer.state.get(w, {}).values():   # exp_avg, exp_avg_sq, step
+            v.zero_()
+
+
+def forgets_at(cfg, step):
+    """Does the (un)embedding reset happen after `step` optimizer steps?"""
+    return (cfg.forget_every > 0 and step % cfg.forget_every == 0
+            and (cfg.forget_until == 0 or step <= cfg.forget_until))
+
+
+def make_optimizer(model, cfg):
+    if cfg.freeze_emb:
+        for w in model.embeddings():
+            w.requires_grad_(False)
+    params = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in params if p.dim() >= 2]       # matrices, (un)embeddings included
+    no_decay = [p for p in params if p.dim() < 2]     # biases and LayerNorm gains
+    return torch.optim.AdamW([{'params': decay, 'weight_decay': cfg.weight_decay},
+                              {'params': no_decay, 'weight_decay': 0.0}], lr=cfg.lr, betas=(0.9, 0.99))
+
+
+def get_lr(cfg, step):
+    """Linear warmup, then cosine decay to a tenth."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    ratio = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return cfg.lr * (0.1 + 0.45 * (1 + math.cos(math.pi * min(ratio, 1.0))))
+
+
+@torch.no_grad()
+def mean_pairwise_cosine(w):
+    """Mean cosine similarity over all pairs of distinct rows of w: the collapse metric."""
+    u = F.normalize(w.float(), dim=1)
+    n = u.size(0)
+    return ((u @ u.T).sum().item() - n) / (n * (n - 1))
+
+
+def collapse(model, vocab):
+    """(unseen rows, training rows) mean pairwise cosine of the unembedding."""
+    w = model.lm_head.weight
+    return mean_pairwise_cosine(w[vocab.unseen_ids]), mean_pairwise_cosine(w[vocab.train_ids])
+
+# -----------------------------------------------------------------------------
+# data
+
+
+def make_batch(problems, vocab, device='cpu'):
+    """Encode and pad to the longest in the batch. Targets are -1 on the prompt: the loss covers only
+    the chain, the answer and <eos>.
+        x:  x4 x9 -> x2 . x4 . x9 . ? x2 :  x2  T
+        y:  -1 -1 .. .. .. .. .. .. .. -1 x2  T  <eos>"""
+    seqs = [vocab.encode(p) for p in problems]
+    T = max(len(ids) for ids, _ in seqs) - 1
+    x = torch.full((len(seqs), T), vocab.pad, dtype=torch.long)
+    y = torch.full((len(seqs), T), -1, dtype=torch.long)
+    for i, (ids, n_prompt) in enumerate(seqs):
+        ids = torch.tensor(ids)
+        x[i, :len(ids) - 1] = ids[:-1]
+        y[i, n_prompt - 1:len(ids) - 1] = ids[n_prompt:]
+    return x.to(device), y.to(device)
+
+
+def eval_sets(cfg, vocab, n=None):
+    """Fixed test problems for each scenario, drawn with their own seed (never seen in training:
+    the 'query' and 'all' sets use names from the unseen pool)."""
+    rng = random.Random(cfg.seed + 12345)
+    return {s: L.make_problems(rng, cfg.gen(), vocab, n or cfg.eval_n, s) for s in L.SCENARIOS}
+
+# -----------------------------------------------------------------------------
+# evaluation
+
+
+@torch.no_grad()
+def exact_match(model, x, y):
+    """Per problem: is the whole chain + answer + <eos> right under greedy decoding?
+    Computed teacher-forced, in one forward pass: greedy decoding reproduces the target iff at every
+    target position the argmax given the *correct* prefix is the target token (induction over the
+    positions), which is exactly the teacher-forced argmax. test_unseen.py checks this against
+    `generate`."""
+    logits, _ = model(x)
+    ok = (logits.argmax(-1) == y) | (y == -1)
+    return ok.all(dim=1)
+
+
+@torch.no_grad()
+def generate(model, vocab, prompt_ids, max_new=None):
+    """Real greedy decoding, one token at a time, until <eos>."""
+    idx = torch.tensor([prompt_ids], device=next(model.parameters()).device)
+    max_new = max_new or model.cfg.block_size() - len(prompt_ids)
+    for _ in range(max_new):
+        logits, _ = model(idx)
+        nxt = logits[0, -1].argmax()
+        if nxt.item() == vocab.eos:
+            break
+        idx = torch.cat([idx, nxt.view(1, 1)], dim=1)
+    return idx[0, len(prompt_ids):].tolist()
+
+
+def evaluate(model, vocab, sets, device='cpu'):
+    """Exact-match accuracy on each test scenario."""
+    model.eval()
+    acc = {}
+    for s, problems in sets.items():
+        acc[s] = exact_match(model, *make_batch(problems, vocab, device)).float().mean().item()
+    model.train()
+    return acc
+
+# -----------------------------------------------------------------------------
+# training
+
+
+def train(cfg, log=print):
+    """Train one model; returns (model, vocab, history). history: list of dicts, one per evaluation."""
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    rng = random.Random(cfg.seed)
+    vocab = L.Vocab(cfg.n_symbols)
+    model = GPT(cfg, len(vocab)).to(cfg.device)
+    optimizer = make_optimizer(model, cfg)
+    sets = eval_sets(cfg, vocab)
+    gen = cfg.gen()
+    history, t0, t_last, losses = [], time.time(), time.time(), []
+
+    def record(step):
+        nonlocal t_last
+        acc = evaluate(model, vocab, sets, cfg.device)
+        cos_unseen, cos_train = collapse(model, vocab)
+        loss = sum(losses) / len(losses) if losses else float('nan')
+        dt = (time.time() - t_last) / max(1, len(losses))
+        history.append(dict(step=step, loss=loss, **acc, cos_unseen=cos_unseen, cos_train=cos_train,
+                            elapsed=time.time() - t0))
+        left = (time.time() - t0) / max(step, 1) * (cfg.steps - step)
+        log(f"step {step:5d} | loss {loss:.4f} | {dt * 1000:5.1f} ms/step | "
+            f"exact match none {acc['none']:6.1%} query {acc['query']:6.1%} all {acc['all']:6.1%} | "
+            f"cos unseen {cos_unseen:5.2f} train {cos_train:5.2f} | {left / 60:4.1f} min left")
+        losses.clear()
+        t_last = time.time()
+
+    for step in range(cfg.steps):
+        if step % cfg.eval_every == 0:
+            record(step)
+        for group in optimizer.param_groups:
+            group['lr'] = get_lr(cfg, step)
+        # training batches draw names from the training pool only: unseen symbols never appear
+        x, y = make_batch([L.generate(rng, gen, vocab.train_names) for _ in range(cfg.batch_size)],
+                          vocab, cfg.device)
+        _, loss = model(x, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+        if forgets_at(cfg, step + 1):
+            forget_embeddings(model, optimizer)
+    record(cfg.steps)
+    return model, vocab, history
+
+# -----------------------------------------------------------------------------
+# outputs: verdict, checkpoint, plot
+
+
+def verdict(cfg, history, headline):
+    last = history[-1]
+    lines = ['', f"{'scenario':<10}{'exact match':>12}",
+             *[f"{s + (' *' if s == headline else ''):<10}{last[s]:>12.1%}" for s in L.SCENARIOS],
+             f"unseen-row cosine {last['cos_unseen']:.2f} (training rows {last['cos_train']:.2f})", '']
+    acc = last[headline]
+    what = {'none': 'problems in training symbols', 'query': 'problems whose query is an unseen symbol',
+            'all': 'problems written entirely in unseen symbols'}[headline]
+    if acc >= 0.9:
+        lines.append(f"verdict: the model solves {acc:.0%} of {what}.")
+    else:
+        lines.append(f"verdict: the model fails on {what} ({acc:.0%} exact match).")
+    if last['cos_unseen'] > 0.5 and not cfg.freeze_emb:
+        lines.append(f"         its unseen unembeddings collapsed (mean cosine {last['cos_unseen']:.2f}): "
+                     "it cannot tell unseen symbols apart.")
+    return '\n'.join(lines)
+
+
+def plot(history, path, title):
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    steps = [h['step'] for h in history]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    for s in L.SCENARIOS:
+        a.plot(steps, [100 * h[s] for h in history], label=f'{s} unseen' if s != 'none' else 'none unseen')
+    a.set(xlabel='step', ylabel='exact match (%)', ylim=(-2, 102), title='accuracy per test scenario')
+    a.legend()
+    b.plot(steps, [h['cos_unseen'] for h in history], label='unseen tokens')
+    b.plot(steps, [h['cos_train'] for h in history], label='training tokens')
+    b.set(xlabel='step', ylabel='mean pairwise cosine', ylim=(-0.1, 1.05), title='unembedding collapse')
+    b.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def save_checkpoint(path, model, cfg, history):
+    torch.save({'model': model.state_dict(), 'config': asdict(cfg), 'history': history}, path)
+
+
+def load_checkpoint(path, device='cpu'):
+    ck = torch.load(path, map_location=device)
+    cfg = Config(**{**ck['config'], 'device': device})
+    model = GPT(cfg, len(L.Vocab(cfg.n_symbols))).to(device)
+    model.load_state_dict(ck['model'])
+    model.eval()
+    return model, L.Vocab(cfg.n_symbols), cfg
+
+# -----------------------------------------------------------------------------
+# --ask: one problem through a trained model
+
+
+def ask(model, vocab, cfg, text):
+    """Print the model's chain and answer for a problem in the text form; ValueError on bad input."""
+    p = L.parse(text)
+    ids, n_prompt = vocab.encode(p)
+    if len(ids) > cfg.block_size():
+        raise ValueError(f"problem too long: {len(ids)} tokens, this model reads at most {cfg.block_size()}")
+    out = vocab.decode(generate(model, vocab, ids[:n_prompt]))
+    want = ' '.join(L.problem_tokens(p)[1])
+    mark = lambda s: ' '.join(t + '*' if vocab.is_unseen(t) else t for t in s.split())
+    print(f"problem: {mark(' '.join(L.problem_tokens(p)[0][:-1]))}")
+    print(f"model:   {mark(out)}")
+    print(f"solver:  {mark(want)}")
+    print(f"{'correct' if out == want else 'WRONG'}   (* = unseen in training)")
+    return out == want
+
+# -----------------------------------------------------------------------------
+
+
+def pick_device(name):
+    if name != 'auto':
+        return name
+    if torch.cuda.is_available():
+        return 'cuda'
+    if getattr(torch.backends, 'mps', None) and torch.backends.mps.is_available():
+        return 'mps'
+    return 'cpu'
+
+
+def run_name(args):
+    tags = [f'unseen-{args.unseen}'] + [s for s, on in (('copy-attn', args.copy_attn), ('freeze-emb', args.freeze_emb),
+                                        ('untie-emb', args.untie_emb), (f'forget-{args.forget_every}', args.forget_every))
+                                        if on]
+    return os.path.join('runs', time.strftime('%Y%m%d-%H%M%S') + '_' + '_'.join(tags))
+
+
+def parse_args(argv=None):
+    d = Config()
+    p = argparse.ArgumentParser(description='Train a transformer on Horn-clause logic and test it on unseen symbols.',
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument('--unseen', choices=L.SCENARIOS, default='all', help='test scenario the verdict reports')
+    p.add_argument('--copy-attn', action='store_true', help='add copy attention (values = raw token embeddings)')
+    p.add_argument('--freeze-emb', action='store_true', help='orthogonal (un)embeddings, never updated')
+    p.add_argument('--untie-emb', action='store_true', help='separate input embedding and unembedding')
+    p.add_argument('--forget-every', type=int, default=0, metavar='K', help='reset (un)embeddings every K steps')
+    p.add_argument('--forget-until', type=int, default=0, metavar='N', help='no resets after step N (0: none)')
+    p.add_argument('--n-symbols', type=int, default=d.n_symbols, help='training symbol pool (diversity)')
+    p.add_argument('--max-depth', type=int, default=d.max_depth, help='longest planted derivation')
+    p.add_argument('--max-premises', type=int, default=d.max_premises, help='premises per rule (1 to 3)')
+    p.add_argument('--n-layer', type=int, default=d.n_layer)
+    p.add_argument('--n-head', type=int, default=d.n_head)
+    p.add_argument('--n-embd', type=int, default=d.n_embd, help='model width')
+    p.add_argument('--steps', type=int, default=d.steps)
+    p.add_argument('--batch-size', type=int, default=d.batch_size)
+    p.add_argument('--lr', type=float, default=d.lr)
+    p.add_argument('--weight-decay', type=float, default=d.weight_decay, help='AdamW decay, (un)embeddings included')
+    p.add_argument('--eval-every', type=int, default=d.eval_every)
+    p.add_argument('--eval-n', type=int, default=d.eval_n, help='test problems per scenario')
+    p.add_argument('--seed', type=int, default=d.seed)
+    p.add_argument('--device', default='auto', help='auto, cpu, cuda or mps')
+    p.add_argument('--out', default=None, help='output folder (default: runs/<time>_<switches>)')
+    p.add_argument('--ask', metavar='TEXT', help="solve one problem, e.g. 'u1 -> u2 . u1 . ? u2', with --ckpt")
+    p.add_argument('--ckpt', metavar='PATH', help='checkpoint written by a training run (for --ask)')
+    args = p.parse_args(argv)
+
+    if args.ask is not None and not args.ckpt:
+        p.error('--ask needs --ckpt PATH (a checkpoint written by a training run)')
+    if args.ckpt and args.ask is None:
+        p.error('--ckpt is only used with --ask')
+    if args.ckpt and not os.path.isfile(args.ckpt):
+        p.error(f'--ckpt {args.ckpt}: no such file')
+    for name in ('steps', 'batch_size', 'eval_every', 'eval_n', 'n_layer', 'n_head', 'n_embd', 'max_depth'):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1")
+    for name in ('forget_every', 'forget_until'):
+        if getattr(args, name) < 0:
+            p.error(f"--{name.replace('_', '-')} must be >= 0")
+    if args.n_embd % args.n_head:
+        p.error(f'--n-embd {args.n_embd} must be divisible by --n-head {args.n_head}')
+    if not 1 <= args.max_premises <= 3:
+        p.error('--max-premises must be 1, 2 or 3')
+    if args.n_symbols < 16:
+        p.error('--n-symbols must be >= 16 (a problem uses up to ~15 distinct names)')
+    if args.lr <= 0 or args.weight_decay < 0:
+        p.error('--lr must be > 0 and --weight-decay >= 0')
+    if args.freeze_emb and args.forget_every:
+        p.error('--freeze-emb and --forget-every contradict each other: frozen embeddings are never reset')
+    if args.forget_until and not args.forget_every:
+        p.error('--forget-until needs --forget-every K')
+    if args.device not in ('auto', 'cpu', 'cuda', 'mps') and not args.device.startswith('cuda:'):
+        p.error(f"--device {args.device}: choose auto, cpu, cuda or mps")
+    return args
+
+
+def config_from_args(args):
+    names = {f.name for f in fields(Config)}
+    cfg = Config(**{k: v for k, v in vars(args).items() if k in names})
+    cfg.tie_emb = not args.untie_emb
+    cfg.device = pick_device(args.device)
+    return cfg
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.ask is not None:
+        try:
+            model, vocab, cfg = load_checkpoint(args.ckpt, pick_device(args.device))
+            ask(model, vocab, cfg, args.ask)
+        except (ValueError, KeyError, RuntimeError, EOFError) as e:
+            sys.exit(f'error: {e}')
+        return
+    cfg = config_from_args(args)
+    out = args.out or run_name(args)
+    os.makedirs(out, exist_ok=True)
+    n_params = sum(p.numel() for p in GPT(cfg, len(L.Vocab(cfg.n_symbols))).parameters())
+    print(f"training {n_params / 1e3:.0f}k parameters on {cfg.device} for {cfg.steps} steps "
+          f"({cfg.n_symbols} training symbols, 100 unseen); writing to {out}")
+    model, vocab, history = train(cfg)
+    save_checkpoint(os.path.join(out, 'ckpt.pt'), model, cfg, history)
+    plot(history, os.path.join(out, 'training.png'), os.path.basename(out))
+    print(verdict(cfg, history, args.unseen))
+    print(f"\nwrote {out}/ckpt.pt and {out}/training.png; try:\n"
+          f"  python unseen.py --ckpt {out}/ckpt.pt --ask 'u1 u2 -> u3 . u3 -> u4 . u1 . u2 . ? u4'")
+
+
+if __name__ == '__main__':
+    main()
