@@ -3,10 +3,10 @@ Horn-clause problems with a forward-chaining chain of thought.
 
 One problem, in the text form this project uses everywhere (prompt, then ':', then the target):
 
-    x4 x9 -> x2 . u7 -> x5 . x2 -> x7 . x4 . x9 . ? x7 : x2 x7 T
+    x4 . x9 . x4 x9 -> x2 . u7 -> x5 . x2 -> x7 . ? x7 : x2 x7 T
 
-    rules    'x4 x9 -> x2 .'   premises, '->', head, '.'
     facts    'x4 .'            one atom, '.'
+    rules    'x4 x9 -> x2 .'   premises, '->', head, '.'
     query    '? x7'
     target   'x2 x7 T'         the derived atoms in forward-chaining order, then T or F
                                (the model also writes <eos> after the answer)
@@ -90,10 +90,10 @@ class Problem:
 
     def names(self):
         """Every variable name, in order of first appearance in the text."""
-        seen = []
+        seen = list(self.facts)
         for premises, head in self.rules:
             seen += premises + [head]
-        seen += self.facts + [self.query] + self.chain
+        seen += [self.query] + self.chain
         return list(dict.fromkeys(seen))
 
     def rename(self, mapping):
@@ -122,11 +122,11 @@ def forward_chain(facts, rules, query):
 
 def problem_tokens(p):
     """The text form as two token lists: prompt (ending in ':') and target (chain, answer)."""
-    prompt = []
-    for premises, head in p.rules:
-        prompt += premises + ['->', head, '.']
+    prompt = []   # facts first: a rule's premises can then be checked against the facts before it
     for a in p.facts:
         prompt += [a, '.']
+    for premises, head in p.rules:
+        prompt += premises + ['->', head, '.']
     prompt += ['?', p.query, ':']
     return prompt, p.chain + ['T' if p.answer else 'F']
 

@@ -53,6 +53,7 @@ class Config:
     n_embd: int = 64
     copy_attn: bool = False    # add the copy-attention layer (values = raw token embeddings)
     tie_emb: bool = True       # unembedding = input embedding (GPT-2 style)
+    emb_norm: float = 1.0      # mean row norm of the (orthogonal) (un)embedding init
     # the paper's interventions on the (un)embeddings
     freeze_emb: bool = False   # orthogonal init, never updated
     forget_every: int = 0      # re-init (un)embeddings + their AdamW state every K steps (0: never)
@@ -108,13 +109,14 @@ class CopyAttention(nn.Module):
         super().__init__()
         self.ln = nn.LayerNorm(cfg.n_embd)
         self.c_qk = nn.Linear(cfg.n_embd, 2 * cfg.n_embd)
+        self.gain = nn.Parameter(torch.ones(1))   # how loudly the copied embedding speaks in the residual
 
     def forward(self, x, tok_emb):
         B, T, C = x.size()
         q, k = self.c_qk(self.ln(x)).split(C, dim=2)                       # (B, T, C) each
         att = (q @ k.transpose(1, 2)) / math.sqrt(C)                         # (B, T, T)
         att = att.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float('-inf'))
-        return F.softmax(att, dim=-1) @ tok_emb                              # (B, T, C): a mix of raw embeddings
+        return self.gain * (F.softmax(att, dim=-1) @ tok_emb)                # (B, T, C): a mix of raw embeddings
 
 
 class MLP(nn.Module):
@@ -178,11 +180,13 @@ class GPT(nn.Module):
             x = block(x)
         if self.copy is not None:
             x = x + self.copy(x, tok_emb)                                            # copy raw embeddings
-        logits = self.lm_head(self.transformer.ln_f(x))                              # (B, T, V)
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
-        return logits, loss
+        x = self.transformer.ln_f(x)
+        if targets is None:
+            return self.lm_head(x), None                                             # (B, T, V)
+        # training: the prompt carries no loss, so only the target positions need logits (much faster)
+        mask = targets != -1                                                         # (B, T)
+        logits = self.lm_head(x[mask])                                               # (N, V)
+        return logits, F.cross_entropy(logits, targets[mask])
 
 # -----------------------------------------------------------------------------
 # the switches: (near-)orthogonal (re-)initialisation, freezing, forgetting
@@ -195,7 +199,7 @@ def init_embeddings(model):
     (a tight frame: rows as evenly spread as possible), scaled so that rows have mean norm 1."""
     for w in model.embeddings():
         V, C = w.shape
-        nn.init.orthogonal_(w, gain=math.sqrt(max(V / C, 1.0)))
+        nn.init.orthogonal_(w, gain=model.cfg.emb_norm * math.sqrt(max(V / C, 1.0)))
 
 
 def forget_embeddings(model, optimizer):
@@ -264,6 +268,12 @@ def make_batch(problems, vocab, device='cpu'):
     return x.to(device), y.to(device)
 
 
+def get_batch(rng, cfg, vocab):
+    """A fresh training batch. Names come from the training pool only: unseen symbols never appear."""
+    return make_batch([L.generate(rng, cfg.gen(), vocab.train_names) for _ in range(cfg.batch_size)],
+                      vocab, cfg.device)
+
+
 def eval_sets(cfg, vocab, n=None):
     """Fixed test problems for each scenario, drawn with their own seed (never seen in training:
     the 'query' and 'all' sets use names from the unseen pool)."""
@@ -322,37 +332,36 @@ def train(cfg, log=print):
     model = GPT(cfg, len(vocab)).to(cfg.device)
     optimizer = make_optimizer(model, cfg)
     sets = eval_sets(cfg, vocab)
-    gen = cfg.gen()
-    history, t0, t_last, losses = [], time.time(), time.time(), []
+    history, losses, step_times, t0 = [], [], [], time.time()
 
     def record(step):
-        nonlocal t_last
         acc = evaluate(model, vocab, sets, cfg.device)
         cos_unseen, cos_train = collapse(model, vocab)
-        loss = sum(losses) / len(losses) if losses else float('nan')
-        dt = (time.time() - t_last) / max(1, len(losses))
+        loss = sum(losses) / len(losses) if losses else float('nan')   # nan at step 0: nothing trained yet
+        ms = 1000 * sum(step_times) / max(1, len(step_times))
+        elapsed = time.time() - t0
         history.append(dict(step=step, loss=loss, **acc, cos_unseen=cos_unseen, cos_train=cos_train,
-                            elapsed=time.time() - t0))
-        left = (time.time() - t0) / max(step, 1) * (cfg.steps - step)
-        log(f"step {step:5d} | loss {loss:.4f} | {dt * 1000:5.1f} ms/step | "
+                            ms_per_step=ms, elapsed=elapsed))
+        left = f"{elapsed / step * (cfg.steps - step) / 60:4.1f} min left" if step else ''
+        log(f"step {step:5d} | loss {loss:.4f} | {ms:5.1f} ms/step | "
             f"exact match none {acc['none']:6.1%} query {acc['query']:6.1%} all {acc['all']:6.1%} | "
-            f"cos unseen {cos_unseen:5.2f} train {cos_train:5.2f} | {left / 60:4.1f} min left")
+            f"cos unseen {cos_unseen:5.2f} train {cos_train:5.2f} | {left}")
         losses.clear()
-        t_last = time.time()
+        step_times.clear()
 
     for step in range(cfg.steps):
         if step % cfg.eval_every == 0:
             record(step)
         for group in optimizer.param_groups:
             group['lr'] = get_lr(cfg, step)
-        # training batches draw names from the training pool only: unseen symbols never appear
-        x, y = make_batch([L.generate(rng, gen, vocab.train_names) for _ in range(cfg.batch_size)],
-                          vocab, cfg.device)
+        t = time.time()
+        x, y = get_batch(rng, cfg, vocab)
         _, loss = model(x, y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
+        step_times.append(time.time() - t)
         if forgets_at(cfg, step + 1):
             forget_embeddings(model, optimizer)
     record(cfg.steps)
@@ -444,11 +453,12 @@ def pick_device(name):
     return 'cpu'
 
 
-def run_name(args):
-    tags = [f'unseen-{args.unseen}'] + [s for s, on in (('copy-attn', args.copy_attn), ('freeze-emb', args.freeze_emb),
-                                        ('untie-emb', args.untie_emb), (f'forget-{args.forget_every}', args.forget_every))
-                                        if on]
-    return os.path.join('runs', time.strftime('%Y%m%d-%H%M%S') + '_' + '_'.join(tags))
+def describe(cfg):
+    """The switches of a run, e.g. 'copy-attn + freeze-emb' ('standard' if none)."""
+    on = [('copy-attn', cfg.copy_attn), ('freeze-emb', cfg.freeze_emb), ('untied', not cfg.tie_emb),
+          (f'forget-every {cfg.forget_every}', cfg.forget_every),
+          (f'until {cfg.forget_until}', cfg.forget_every and cfg.forget_until)]
+    return ' + '.join(name for name, flag in on if flag) or 'standard'
 
 
 def parse_args(argv=None):
@@ -456,7 +466,9 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description='Train a transformer on Horn-clause logic and test it on unseen symbols.',
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument('--unseen', choices=L.SCENARIOS, default='all', help='test scenario the verdict reports')
-    p.add_argument('--copy-attn', action='store_true', help='add copy attention (values = raw token embeddings)')
+    p.add_argument('--copy-attn', action=argparse.BooleanOptionalAction, default=None,
+                   help="add copy attention (values = raw token embeddings); default: on with --freeze-emb or "
+                        "--forget-every (the paper's recipe), off otherwise (the standard transformer)")
     p.add_argument('--freeze-emb', action='store_true', help='orthogonal (un)embeddings, never updated')
     p.add_argument('--untie-emb', action='store_true', help='separate input embedding and unembedding')
     p.add_argument('--forget-every', type=int, default=0, metavar='K', help='reset (un)embeddings every K steps')
@@ -513,6 +525,8 @@ def config_from_args(args):
     names = {f.name for f in fields(Config)}
     cfg = Config(**{k: v for k, v in vars(args).items() if k in names})
     cfg.tie_emb = not args.untie_emb
+    if args.copy_attn is None:   # the paper's fix is copy attention *and* distinct embeddings: on together
+        cfg.copy_attn = bool(args.freeze_emb or args.forget_every)
     cfg.device = pick_device(args.device)
     return cfg
 
@@ -527,17 +541,18 @@ def main(argv=None):
             sys.exit(f'error: {e}')
         return
     cfg = config_from_args(args)
-    out = args.out or run_name(args)
+    name = describe(cfg)
+    out = args.out or os.path.join('runs', time.strftime('%Y%m%d-%H%M%S_') + name.replace(' + ', '_').replace(' ', ''))
     os.makedirs(out, exist_ok=True)
     n_params = sum(p.numel() for p in GPT(cfg, len(L.Vocab(cfg.n_symbols))).parameters())
-    print(f"training {n_params / 1e3:.0f}k parameters on {cfg.device} for {cfg.steps} steps "
-          f"({cfg.n_symbols} training symbols, 100 unseen); writing to {out}")
+    print(f"model: {name} ({n_params / 1e3:.0f}k parameters); {cfg.steps} steps on {cfg.device}, "
+          f"{cfg.n_symbols} training symbols, 100 unseen; writing to {out}")
     model, vocab, history = train(cfg)
     save_checkpoint(os.path.join(out, 'ckpt.pt'), model, cfg, history)
-    plot(history, os.path.join(out, 'training.png'), os.path.basename(out))
+    plot(history, os.path.join(out, 'training.png'), f'{name}, verdict on --unseen {args.unseen}')
     print(verdict(cfg, history, args.unseen))
     print(f"\nwrote {out}/ckpt.pt and {out}/training.png; try:\n"
-          f"  python unseen.py --ckpt {out}/ckpt.pt --ask 'u1 u2 -> u3 . u3 -> u4 . u1 . u2 . ? u4'")
+          f"  python unseen.py --ckpt {out}/ckpt.pt --ask 'u1 . u2 . u1 u2 -> u3 . u3 -> u4 . ? u4'")
 
 
 if __name__ == '__main__':

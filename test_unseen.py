@@ -1,0 +1,310 @@
+"""Tests for logic_data.py and unseen.py. Run: python -m pytest -q  (a couple of minutes on 2 CPU cores)."""
+
+import json
+import random
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+import torch
+
+import logic_data as L
+import unseen as U
+
+# a small, fast configuration for training-based tests
+TINY = U.Config(n_symbols=40, n_layer=2, n_head=2, n_embd=32, batch_size=32, steps=40, warmup=5,
+                eval_every=1000, eval_n=50, max_depth=2)
+
+
+def run(*args):
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120)
+
+# -----------------------------------------------------------------------------
+# the solver and the generator
+
+
+def test_solver_on_hand_checked_problems():
+    # a -> b, b c -> d, facts a c: b fires first, then d
+    assert L.forward_chain(['a', 'c'], [(['a'], 'b'), (['b', 'c'], 'd')], 'd') == (['b', 'd'], True)
+    # listed order decides: both rules can fire at the start, the first listed fires first
+    assert L.forward_chain(['a'], [(['a'], 'c'), (['a'], 'b'), (['b'], 'q')], 'q') == (['c', 'b', 'q'], True)
+    # a rule whose head is already known does not fire again; the chain stops at the query
+    assert L.forward_chain(['a'], [(['a'], 'a'), (['a'], 'q'), (['q'], 'z')], 'q') == (['q'], True)
+    # a premise that is never derived blocks its rule: everything derivable is derived, then F
+    assert L.forward_chain(['a'], [(['a', 'x'], 'q'), (['a'], 'b')], 'q') == (['b'], False)
+    # three premises
+    assert L.forward_chain(['a', 'b', 'c'], [(['a', 'b', 'c'], 'q')], 'q') == (['q'], True)
+    # a query that is a fact: nothing to derive
+    assert L.forward_chain(['q'], [], 'q') == ([], True)
+
+
+def is_valid_derivation(p):
+    known = set(p.facts)
+    for atom in p.chain:   # each chained atom is the head of a rule whose premises are all known already
+        assert any(h == atom and set(ps) <= known for ps, h in p.rules), (L.to_text(p), atom)
+        assert atom not in known
+        known.add(atom)
+    return known
+
+
+@pytest.mark.parametrize('max_premises', [1, 2, 3])
+def test_generated_chains_are_valid_and_labels_are_the_solvers(max_premises):
+    vocab, cfg = L.Vocab(50), L.GenConfig(max_premises=max_premises)
+    rng = random.Random(max_premises)
+    counts = {}
+    for _ in range(2000):
+        depth, provable = rng.randint(1, cfg.max_depth), rng.random() < 0.5
+        p = L.generate(rng, cfg, vocab.train_names, depth, provable)
+        known = is_valid_derivation(p)
+        assert (p.chain, p.answer) == L.forward_chain(p.facts, p.rules, p.query)
+        assert p.answer == (p.query in known) == provable
+        assert len(p.chain) == depth                       # the planted depth is the chain's length
+        assert all(len(ps) <= max_premises and h not in ps for ps, h in p.rules)
+        counts[depth, provable] = counts.get((depth, provable), 0) + 1
+    assert len(counts) == 2 * cfg.max_depth                # every depth, both answers
+    # and the unconditioned sampler balances true/false within each depth
+    ps = [L.generate(rng, cfg, vocab.train_names) for _ in range(4000)]
+    for d in range(1, cfg.max_depth + 1):
+        answers = [p.answer for p in ps if len(p.chain) == d]
+        assert 0.4 < sum(answers) / len(answers) < 0.6
+
+
+def test_scenarios_rename_correctly():
+    vocab, cfg, rng = L.Vocab(50), L.GenConfig(), random.Random(0)
+    for _ in range(200):
+        p = L.generate(rng, cfg, vocab.train_names)
+        assert not any(vocab.is_unseen(a) for a in p.names())
+        assert L.apply_scenario(rng, p, 'none', vocab) == p
+        q = L.apply_scenario(rng, p, 'query', vocab)
+        assert vocab.is_unseen(q.query)
+        # exactly the query's occurrences changed, into one unseen name; the structure is kept
+        assert L.to_text(q).split() == [q.query if t == p.query else t for t in L.to_text(p).split()]
+        assert [a for a in q.names() if vocab.is_unseen(a)] == [q.query]
+        a = L.apply_scenario(rng, p, 'all', vocab)
+        assert all(vocab.is_unseen(n) for n in a.names()) and len(a.names()) == len(p.names())
+        mapping = dict(zip(p.names(), a.names()))
+        assert a == p.rename(mapping)
+        assert (a.chain, a.answer) == L.forward_chain(a.facts, a.rules, a.query)
+
+
+def test_text_round_trips_and_encodes():
+    vocab, rng = L.Vocab(50), random.Random(1)
+    for s in L.SCENARIOS:
+        for p in L.make_problems(rng, L.GenConfig(), vocab, 100, s):
+            assert L.parse(L.to_text(p)) == p
+            ids, n_prompt = vocab.encode(p)
+            assert vocab.decode(ids) == L.to_text(p) + ' <eos>'
+            assert vocab.itos[ids[n_prompt - 1]] == ':'
+    p = L.parse('x1 x2 -> x3 . x3 -> x4 . x1 . x2 . ? x4')
+    assert (p.chain, p.answer) == (['x3', 'x4'], True)
+    assert L.to_text(p) == 'x1 . x2 . x1 x2 -> x3 . x3 -> x4 . ? x4 : x3 x4 T'   # facts first
+
+
+@pytest.mark.parametrize('text, complaint', [
+    ('x1 -> x2 . x1 . x2', "exactly one query"),
+    ('x1 -> x2 . x1 ? x2', "must end with '.'"),
+    ('x1 x2 . ? x2', 'neither a fact'),
+    ('x1 -> . x1 . ? x2', "premise [premise ...] -> head"),
+    ('x1 -> x2 . x1 . ? x2 x3', 'one name'),
+    ('x1 -> x2 . x1 . ? x2 : x2 F', 'not the forward-chaining one'),
+    ('x1 -> T . x1 . ? T', 'special token'),
+])
+def test_malformed_text_is_rejected(text, complaint):
+    with pytest.raises(ValueError, match=complaint.replace('[', r'\[').replace('.', r'\.')):
+        L.parse(text)
+
+
+def test_logic_data_cli():
+    r = run('logic_data.py', '--n', '3', '--scenario', 'all', '--jsonl', '--seed', '3')
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert len(rows) == 3
+    for row in rows:
+        assert set(row) == {'facts', 'rules', 'query', 'chain', 'answer', 'text'}
+        assert all(name.startswith('u') for name in row['facts'] + [row['query']])
+        assert L.parse(row['text']).to_dict() == row
+    assert r.stdout == run('logic_data.py', '--n', '3', '--scenario', 'all', '--jsonl', '--seed', '3').stdout
+    none = run('logic_data.py', '--n', '20', '--scenario', 'none', '--jsonl').stdout
+    assert 'u' not in ''.join(json.loads(line)['text'].replace('->', '') for line in none.splitlines())
+
+# -----------------------------------------------------------------------------
+# the model and the switches
+
+
+def test_no_unseen_symbol_reaches_a_training_batch(monkeypatch):
+    seen = []
+    real = U.get_batch
+    monkeypatch.setattr(U, 'get_batch', lambda *a: seen.append(real(*a)) or seen[-1])
+    U.train(TINY, log=lambda s: None)
+    assert len(seen) == TINY.steps
+    ids = torch.cat([x.flatten() for x, _ in seen] + [y.flatten() for _, y in seen])
+    vocab = L.Vocab(TINY.n_symbols)
+    assert not torch.isin(ids, torch.tensor(vocab.unseen_ids)).any()
+
+
+def test_copy_attention_reads_the_raw_embeddings():
+    cfg = replace(TINY, copy_attn=True)
+    model = U.GPT(cfg, len(L.Vocab(cfg.n_symbols)))
+    idx = torch.randint(0, 90, (3, 11))
+    got = {}
+    model.copy.register_forward_hook(lambda m, inp, out: got.update(x=inp[0], emb=inp[1], out=out))
+    logits, _ = model(idx)
+    assert logits.shape == (3, 11, len(L.Vocab(cfg.n_symbols)))
+    tok_emb = model.transformer.wte(idx)
+    assert torch.equal(got['emb'], tok_emb)                      # values: raw embeddings X W_E
+    assert got['out'].shape == (3, 11, cfg.n_embd)
+    assert torch.allclose(got['out'][:, 0], tok_emb[:, 0])        # causal: position 0 copies itself
+    # every output is a convex mix of the embeddings so far: it lies in their span
+    w = torch.linalg.lstsq(tok_emb[0, :5].T, got['out'][0, 4].unsqueeze(1)).solution
+    assert torch.allclose(w.sum(), torch.tensor(1.0), atol=1e-4) and (w > -1e-4).all()
+
+
+def test_untied_model_has_two_matrices_and_tied_one():
+    assert len(U.GPT(TINY, 100).embeddings()) == 1
+    assert len(U.GPT(replace(TINY, tie_emb=False), 100).embeddings()) == 2
+
+
+def test_freezing_leaves_the_embeddings_bit_identical():
+    for tie in (True, False):
+        cfg = replace(TINY, freeze_emb=True, tie_emb=tie, copy_attn=True, steps=20)
+        torch.manual_seed(cfg.seed)
+        before = [w.clone() for w in U.GPT(cfg, len(L.Vocab(cfg.n_symbols))).embeddings()]
+        model, _, _ = U.train(cfg, log=lambda s: None)
+        after = model.embeddings()
+        assert all(torch.equal(a, b) for a, b in zip(before, after))
+        assert not torch.equal(model.transformer.h[0].attn.c_attn.weight,     # while the rest did train
+                               U.GPT(cfg, len(L.Vocab(cfg.n_symbols))).transformer.h[0].attn.c_attn.weight)
+
+
+def test_orthogonal_init_is_as_orthogonal_as_the_shape_allows():
+    for V in (20, 100):     # V <= C: orthonormal rows; V > C: orthonormal columns, rows of mean norm 1
+        w = U.GPT(replace(TINY, n_embd=32), V).lm_head.weight.detach()
+        if V <= 32:
+            assert torch.allclose(w @ w.T, torch.eye(V), atol=1e-5)
+        else:
+            assert torch.allclose(w.T @ w, V / 32 * torch.eye(32), atol=1e-4)
+            assert abs(w.norm(dim=1).pow(2).mean().item() - 1) < 1e-4
+
+
+def test_forgetting_resets_embeddings_and_adam_state_then_stops():
+    cfg = replace(TINY, forget_every=10, forget_until=25)
+    assert [s for s in range(1, 61) if U.forgets_at(cfg, s)] == [10, 20]
+    assert [s for s in range(1, 31) if U.forgets_at(replace(cfg, forget_until=0), s)] == [10, 20, 30]
+    model = U.GPT(cfg, len(L.Vocab(cfg.n_symbols)))
+    opt = U.make_optimizer(model, cfg)
+    rng, vocab = random.Random(0), L.Vocab(cfg.n_symbols)
+    for _ in range(3):
+        _, loss = model(*U.get_batch(rng, cfg, vocab))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    w = model.lm_head.weight
+    old = w.detach().clone()
+    other = model.transformer.h[0].mlp.c_fc.weight.detach().clone()
+    assert opt.state[w]['exp_avg'].abs().sum() > 0
+    U.forget_embeddings(model, opt)
+    assert not torch.allclose(w, old)
+    assert all(opt.state[w][k].abs().sum() == 0 for k in ('exp_avg', 'exp_avg_sq', 'step'))
+    assert torch.equal(model.transformer.h[0].mlp.c_fc.weight, other)        # only the embeddings
+
+
+def test_training_loop_forgets_on_schedule(monkeypatch):
+    calls = []
+    real = U.forget_embeddings
+    monkeypatch.setattr(U, 'forget_embeddings', lambda m, o: calls.append(1) or real(m, o))
+    U.train(replace(TINY, forget_every=10, forget_until=25), log=lambda s: None)
+    assert len(calls) == 2
+
+
+def test_same_seed_same_losses():
+    logs = []
+    for _ in range(2):
+        _, _, h = U.train(replace(TINY, steps=20, eval_every=5), log=lambda s: None)
+        logs.append([r['loss'] for r in h[1:]])
+    assert logs[0] == logs[1]
+    _, _, h = U.train(replace(TINY, steps=20, eval_every=5, seed=1), log=lambda s: None)
+    assert [r['loss'] for r in h[1:]] != logs[0]
+
+
+def test_unseen_rows_collapse_under_weight_decay_and_not_when_frozen():
+    cfg = replace(TINY, steps=300, lr=1e-2, weight_decay=0.1, eval_every=300)
+    _, _, h = U.train(cfg, log=lambda s: None)
+    start, end = h[0], h[-1]
+    assert start['cos_unseen'] < 0.1
+    assert end['cos_unseen'] > 0.8                                   # the unseen rows collapsed ...
+    assert end['cos_train'] < 0.3                                    # ... the training rows did not
+    _, _, h = U.train(replace(cfg, freeze_emb=True), log=lambda s: None)
+    assert h[-1]['cos_unseen'] == h[0]['cos_unseen']
+
+# -----------------------------------------------------------------------------
+# evaluation, checkpoints, the command line
+
+
+@pytest.fixture(scope='module')
+def trained(tmp_path_factory):
+    """A tiny model that solves some but not all easy problems (copy attention, frozen embeddings)."""
+    cfg = replace(TINY, max_depth=1, max_premises=1, copy_attn=True, freeze_emb=True, steps=250, lr=5e-3)
+    model, vocab, history = U.train(cfg, log=lambda s: None)
+    path = tmp_path_factory.mktemp('run') / 'ckpt.pt'
+    U.save_checkpoint(path, model, cfg, history)
+    return model, vocab, cfg, path
+
+
+def test_teacher_forced_exact_match_equals_greedy_decoding(trained):
+    model, vocab, cfg, _ = trained
+    model.eval()
+    rng = random.Random(7)
+    for s in L.SCENARIOS:
+        problems = L.make_problems(rng, cfg.gen(), vocab, 60, s)
+        fast = U.exact_match(model, *U.make_batch(problems, vocab)).tolist()
+        slow = []
+        for p in problems:
+            ids, n_prompt = vocab.encode(p)
+            slow.append(U.generate(model, vocab, ids[:n_prompt]) == ids[n_prompt:-1])
+        assert fast == slow
+        if s == 'none':
+            assert sum(fast) > 0                     # a model that gets some right: the check has teeth
+
+
+def test_checkpoint_round_trip_and_ask(trained, capsys):
+    model, vocab, cfg, path = trained
+    loaded, vocab2, cfg2 = U.load_checkpoint(path)
+    assert cfg2 == cfg and len(vocab2) == len(vocab)
+    x, y = U.make_batch(L.make_problems(random.Random(0), cfg.gen(), vocab, 20), vocab)
+    assert torch.equal(model(x)[0], loaded(x)[0])
+    r = run('unseen.py', '--ckpt', str(path), '--ask', 'u1 -> u2 . x3 -> x4 . u1 . ? u2')
+    assert r.returncode == 0, r.stderr
+    assert 'problem: u1* . u1* -> u2* . x3 -> x4 . ? u2*' in r.stdout
+    assert 'solver:  u2* T' in r.stdout and ('correct' in r.stdout or 'WRONG' in r.stdout)
+    for text, complaint in [('u1 -> u2 . u1 . ? zz', "unknown name 'zz'"),
+                            ('u1 -> u2 . u1 ? u2', "must end with '.'"),
+                            ('x999 -> u2 . x999 . ? u2', "unknown name 'x999'")]:
+        r = run('unseen.py', '--ckpt', str(path), '--ask', text)
+        assert r.returncode != 0 and 'Traceback' not in r.stderr
+        assert complaint in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize('args, complaint', [
+    (['--unseen', 'some'], "invalid choice: 'some'"),
+    (['--steps', '0'], '--steps must be >= 1'),
+    (['--steps', 'ten'], "invalid int value: 'ten'"),
+    (['--freeze-emb', '--forget-every', '100'], 'contradict'),
+    (['--forget-until', '500'], '--forget-until needs --forget-every'),
+    (['--n-embd', '30', '--n-head', '4'], 'divisible'),
+    (['--max-premises', '4'], '--max-premises must be 1, 2 or 3'),
+    (['--ask', 'x1 -> x2 . x1 . ? x2'], '--ask needs --ckpt'),
+    (['--ask', 'x1 . ? x1', '--ckpt', 'no/such.pt'], 'no such file'),
+    (['--device', 'tpu'], '--device tpu'),
+])
+def test_bad_cli_input_exits_with_a_clear_message(args, complaint):
+    r = run('unseen.py', *args)
+    assert r.returncode == 2 and 'Traceback' not in r.stderr
+    assert complaint in r.stderr.strip().splitlines()[-1]
+
+
+def test_main_writes_checkpoint_plot_and_verdict(tmp_path):
+    r = run('unseen.py', '--unseen', 'query', '--copy-attn', '--steps', '20', '--eval-every', '10',
+            '--eval-n', '20', '--n-embd', '32', '--n-layer', '1', '--out', str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert 'step    10 |' in r.stdout and 'verdict:' in r.stdout and 'query *' in r.stdout
+    assert (tmp_path / 'ckpt.pt').is_file() and (tmp_path / 'training.png').stat().st_size > 10_000

@@ -1,0 +1,333 @@
+"""
+Lemma 4.1 of "To See the Unseen" (arXiv 2604.21632), numerically; then the same collapse in a real model.
+
+Part 1 (default, ~20 s): a softmax classifier z_k = u_k . h on LayerNorm features h (||h|| <= r),
+trained with weight decay lambda:  u <- (1 - eta*lambda) u - eta * grad.  Some classes never occur as a
+label. The gradient of such a row k is E[p_k(h) h], nearly the same for every unseen k, so for two unseen
+classes i, j (p_i, p_j <= p on the training features) the lemma bounds one step by
+
+    ||u_i' - u_j'|| <= (|1 - eta*lambda| + eta * r^2 * p) * ||u_i - u_j||
+
+(|p_i - p_j| <= max(p_i, p_j) |z_i - z_j| and |z_i - z_j| <= r ||u_i - u_j||): a contraction once
+r^2 p < lambda. The unseen rows shrink together onto one shared vector (their cosine goes to 1) while the
+seen rows stay apart; without weight decay nothing pulls their differences in. The constants are our
+reconstruction of the lemma (the paper's proof is not available here).
+
+    python theory_demo.py                                  # GD and SGD, with and without decay, plot
+    python theory_demo.py --optimizers adamw               # AdamW: no proof in the paper; see what it does
+
+Part 2: the collapse in a pretrained model. Reserved, never-trained tokens ([unusedN] in BERT vocabularies,
+<unusedN> in Gemma) should have embeddings far more alike than ordinary tokens.
+
+    python theory_demo.py --checkpoint DIR                 # DIR holds model.safetensors + vocab.txt/tokenizer.json
+"""
+
+import argparse
+import glob
+import json
+import os
+import re
+import struct
+import sys
+import time
+
+import numpy as np
+
+# -----------------------------------------------------------------------------
+# Part 1: the lemma
+
+
+def layernorm(x):
+    """LayerNorm without gain or bias: every feature vector has mean 0 and norm sqrt(width)."""
+    x = x - x.mean(axis=1, keepdims=True)
+    return x / np.sqrt((x ** 2).mean(axis=1, keepdims=True) + 1e-12)
+
+
+def make_data(rng, n, width, n_seen, r=1.0, spread=5.0):
+    """n LayerNorm features with gain r / sqrt(width), so that ||h|| = r; labels drawn from the first
+    n_seen classes only (the rest are never seen). Classes are clusters around random means."""
+    means = rng.normal(size=(n_seen, width)) * spread
+    y = rng.integers(0, n_seen, size=n)
+    return layernorm(means[y] + rng.normal(size=(n, width))) * r / np.sqrt(width), y
+
+
+def softmax(z):
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def grad(U, H, y):
+    """Gradient of the mean cross-entropy wrt U (K x width). Row k: E[(p_k(h) - 1[y=k]) h]."""
+    P = softmax(H @ U.T)                   # (n, K)
+    P[np.arange(len(y)), y] -= 1.0
+    return P.T @ H / len(y)
+
+
+def pairwise(rows):
+    """(mean pairwise distance, mean pairwise cosine) over the distinct pairs of rows."""
+    i, j = np.triu_indices(len(rows), k=1)
+    dist = np.linalg.norm(rows[i] - rows[j], axis=1)
+    unit = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    return dist.mean(), (unit[i] * unit[j]).sum(axis=1).mean()
+
+
+def contraction_bound(eta, lam, r, p):
+    """The lemma's factor: |1 - eta*lambda| + eta * r^2 * p."""
+    return abs(1 - eta * lam) + eta * r ** 2 * p
+
+
+def train(H, y, K, n_unseen, optimizer='gd', eta=0.5, lam=0.01, steps=3000, batch=32, seed=0):
+    """Train U from a random start; return the per-step track of the collapse and of the bound."""
+    rng = np.random.default_rng(seed)
+    U = rng.normal(size=(K, H.shape[1]))
+    seen, unseen = np.arange(K - n_unseen), np.arange(K - n_unseen, K)
+    iu, ju = np.triu_indices(n_unseen, k=1)
+    m, v = np.zeros_like(U), np.zeros_like(U)          # AdamW moments
+    track = {k: [] for k in ('dist_unseen', 'cos_unseen', 'dist_seen', 'cos_seen', 'p', 'r', 'ratio', 'bound')}
+    for t in range(steps):
+        idx = np.arange(len(y)) if optimizer == 'gd' else rng.choice(len(y), batch, replace=False)
+        Hb, yb = H[idx], y[idx]
+        # p and r on the features this step sees: the lemma's hypotheses
+        p = softmax(Hb @ U.T)[:, unseen].max()
+        r = np.linalg.norm(Hb, axis=1).max()
+        for name, rows in (('unseen', U[unseen]), ('seen', U[seen])):
+            d, c = pairwise(rows)
+            track['dist_' + name].append(d)
+            track['cos_' + name].append(c)
+        track['p'].append(p)
+        track['r'].append(r)
+        before = np.linalg.norm(U[unseen][iu] - U[unseen][ju], axis=1)
+        g = grad(U, Hb, yb)
+        if optimizer == 'adamw':                         # decoupled decay, Adam step (no proof for this)
+            m = 0.9 * m + 0.1 * g
+            v = 0.999 * v + 0.001 * g ** 2
+            U = (1 - eta * lam) * U - eta * (m / (1 - 0.9 ** (t + 1))) / (np.sqrt(v / (1 - 0.999 ** (t + 1))) + 1e-8)
+        else:                                            # the lemma's update
+            U = (1 - eta * lam) * U - eta * g
+        after = np.linalg.norm(U[unseen][iu] - U[unseen][ju], axis=1)
+        # the worst pair this step; nan once the rows agree to float precision (nothing left to measure)
+        track['ratio'].append((after / before).max() if before.min() > 1e-9 * track['dist_unseen'][0] else np.nan)
+        track['bound'].append(contraction_bound(eta, lam, r, p))
+    return {k: np.array(v) for k, v in track.items()}
+
+
+def report(name, tr):
+    """Print how the collapse went and how the bound held; returns the steps where it failed."""
+    measured = ~np.isnan(tr['ratio'])
+    held = tr['ratio'][measured] <= tr['bound'][measured] + 1e-12
+    contracting = tr['bound'] < 1
+    print(f"{name:<22} unseen rows: cos {tr['cos_unseen'][0]:5.2f} -> {tr['cos_unseen'][-1]:5.2f}, "
+          f"dist {tr['dist_unseen'][0]:6.2f} -> {tr['dist_unseen'][-1]:6.3f} | seen rows: cos "
+          f"{tr['cos_seen'][-1]:5.2f}, dist {tr['dist_seen'][-1]:6.2f} | p {tr['p'][-1]:.1e}, r {tr['r'][-1]:.2f}")
+    slack = (tr['bound'] - tr['ratio'])[measured][held]
+    print(f"{'':<22} bound held on {held.sum()}/{measured.sum()} measured steps (median slack bound - ratio "
+          f"{np.median(slack) if held.any() else float('nan'):.1e}); a contraction (bound < 1) on "
+          f"{contracting.sum()} steps, from step {np.argmax(contracting) if contracting.any() else '-'}")
+    failed = np.flatnonzero(measured)[~held]
+    if len(failed):
+        print(f"{'':<22} bound FAILED on steps {failed[:10].tolist()}{' ...' if len(failed) > 10 else ''}")
+    return failed
+
+
+def plot_lemma(runs, path):
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    lams = sorted({lam for _, lam in runs}, reverse=True)
+    fig, axes = plt.subplots(2, len(lams), figsize=(5.5 * len(lams), 7), squeeze=False)
+    for col, lam in enumerate(lams):
+        for (opt, l), tr in runs.items():
+            if l != lam:
+                continue
+            line, = axes[0, col].plot(tr['cos_unseen'], label=f'{opt}: unseen rows')
+            axes[0, col].plot(tr['cos_seen'], '--', color=line.get_color(), label=f'{opt}: seen rows')
+            axes[1, col].semilogy(tr['dist_unseen'], color=line.get_color(), label=f'{opt}: unseen rows')
+            axes[1, col].semilogy(tr['dist_seen'], '--', color=line.get_color(), label=f'{opt}: seen rows')
+        axes[0, col].set(title=f'weight decay lambda = {lam:g}', ylabel='mean pairwise cosine', ylim=(-0.3, 1.05))
+        axes[1, col].set(xlabel='step', ylabel='mean pairwise distance')
+        axes[0, col].legend(fontsize=8)
+    fig.suptitle('Lemma 4.1: never-seen classes collapse under weight decay')
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def lemma(args):
+    rng = np.random.default_rng(args.seed)
+    H, y = make_data(rng, args.n, args.width, args.classes - args.unseen, args.r)
+    print(f"{args.classes} classes ({args.unseen} never seen), {args.n} LayerNorm features of width {args.width} "
+          f"(r = {np.linalg.norm(H, axis=1).max():.2f}), eta {args.eta}, {args.steps} steps")
+    runs, failed = {}, 0
+    t0 = time.time()
+    for opt in args.optimizers:
+        for lam in (args.lam, 0.0):
+            tr = train(H, y, args.classes, args.unseen, opt, args.eta, lam, args.steps, args.batch, args.seed)
+            runs[opt, lam] = tr
+            failed += len(report(f'{opt}, lambda={lam:g}', tr)) if opt != 'adamw' else 0
+            if opt == 'adamw':
+                print(f"{'':<22} (AdamW: the bound is the GD lemma's, shown for comparison, not a claim)")
+    path = os.path.join(args.out, 'lemma.png')
+    os.makedirs(args.out, exist_ok=True)
+    plot_lemma(runs, path)
+    decayed = [tr for (o, lam), tr in runs.items() if lam > 0]
+    plain = [tr for (o, lam), tr in runs.items() if lam == 0]
+    collapsed = all(tr['cos_unseen'][-1] > 0.9 and tr['cos_seen'][-1] < 0.5 for tr in decayed)
+    kept = all(tr['cos_unseen'][-1] < 0.9 for tr in plain)
+    print(f"\nverdict: with weight decay the unseen rows {'collapse' if collapsed else 'do NOT all collapse'} "
+          f"(cosine -> {min(tr['cos_unseen'][-1] for tr in decayed):.2f}) while the seen rows stay apart; "
+          f"without it they {'do not' if kept else 'DO'} collapse. "
+          f"{'The bound held on every GD/SGD step.' if not failed else f'The bound failed on {failed} GD/SGD steps.'}")
+    print(f"plot: {path}  ({time.time() - t0:.0f} s)")
+
+# -----------------------------------------------------------------------------
+# Part 2: a pretrained checkpoint's embeddings, read with numpy
+
+SAFETENSORS_DTYPES = {'F32': np.float32, 'F16': np.float16, 'BF16': np.uint16, 'F64': np.float64}
+EMBEDDING_NAMES = ('word_embeddings.weight', 'embed_tokens.weight', 'wte.weight', 'tok_embeddings.weight',
+                   'shared.weight')
+UNUSED = re.compile(r'^(\[unused\d+\]|<unused\d+>)$')
+
+
+def safetensors_header(path):
+    """The JSON header of a .safetensors file: {name: {dtype, shape, data_offsets}} (and __metadata__)."""
+    with open(path, 'rb') as f:
+        n = struct.unpack('<Q', f.read(8))[0]
+        return json.loads(f.read(n)), 8 + n
+
+
+def read_tensor(path, name):
+    """One tensor of a .safetensors file as float32: a u64 header size, a JSON header, raw little-endian
+    arrays. bfloat16 is the upper half of a float32, so it widens by a 16-bit shift."""
+    header, start = safetensors_header(path)
+    info = header[name]
+    if info['dtype'] not in SAFETENSORS_DTYPES:
+        raise ValueError(f"{name} in {path} has dtype {info['dtype']}; can read {', '.join(SAFETENSORS_DTYPES)}")
+    begin, end = info['data_offsets']
+    with open(path, 'rb') as f:
+        f.seek(start + begin)
+        raw = np.frombuffer(f.read(end - begin), dtype=np.dtype(SAFETENSORS_DTYPES[info['dtype']]).newbyteorder('<'))
+    if info['dtype'] == 'BF16':
+        raw = (raw.astype(np.uint32) << 16).view(np.float32)
+    return raw.astype(np.float32).reshape(info['shape'])
+
+
+def tensor_files(ckpt):
+    """{tensor name: file} for model.safetensors, or for sharded files listed in the index JSON."""
+    index = os.path.join(ckpt, 'model.safetensors.index.json')
+    if os.path.isfile(index):
+        with open(index) as f:
+            return {name: os.path.join(ckpt, fn) for name, fn in json.load(f)['weight_map'].items()}
+    files = sorted(glob.glob(os.path.join(ckpt, '*.safetensors')))
+    if not files:
+        raise FileNotFoundError(f"no model.safetensors (or model.safetensors.index.json) in {ckpt}")
+    return {name: fn for fn in files for name in safetensors_header(fn)[0] if name != '__metadata__'}
+
+
+def load_embeddings(ckpt):
+    """The token-embedding matrix (vocab x width), found by its usual names."""
+    files = tensor_files(ckpt)
+    names = sorted((n for n in files if n.endswith(EMBEDDING_NAMES)), key=len)
+    if not names:
+        raise ValueError(f"no token-embedding matrix in {ckpt}: looked for a tensor named *{', *'.join(EMBEDDING_NAMES)}")
+    return names[0], read_tensor(files[names[0]], names[0])
+
+
+def load_vocab(ckpt):
+    """{token: id} from vocab.txt (one token a line) or tokenizer.json (model.vocab and added_tokens)."""
+    if os.path.isfile(os.path.join(ckpt, 'vocab.txt')):
+        with open(os.path.join(ckpt, 'vocab.txt'), encoding='utf-8') as f:
+            return {line.rstrip('\n'): i for i, line in enumerate(f)}
+    if os.path.isfile(os.path.join(ckpt, 'tokenizer.json')):
+        with open(os.path.join(ckpt, 'tokenizer.json'), encoding='utf-8') as f:
+            tok = json.load(f)
+        vocab = tok['model']['vocab']
+        if isinstance(vocab, list):              # Unigram: [[piece, score], ...]
+            vocab = {piece: i for i, (piece, _) in enumerate(vocab)}
+        vocab = dict(vocab)
+        vocab.update({t['content']: t['id'] for t in tok.get('added_tokens', [])})
+        return vocab
+    raise FileNotFoundError(f"no vocab.txt or tokenizer.json in {ckpt}")
+
+
+def pairwise_cosines(E):
+    unit = E / np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12)
+    i, j = np.triu_indices(len(E), k=1)
+    return (unit @ unit.T)[i, j]
+
+
+def inspect_checkpoint(args):
+    ckpt = args.checkpoint
+    if not os.path.isdir(ckpt):
+        raise FileNotFoundError(f"checkpoint folder {ckpt} does not exist")
+    vocab = load_vocab(ckpt)
+    name, E = load_embeddings(ckpt)
+    unused = sorted(i for t, i in vocab.items() if UNUSED.match(t) and i < len(E))
+    if not unused:
+        raise ValueError(f"no reserved unused tokens in the vocabulary of {ckpt}: looked for [unusedN] and <unusedN>")
+    special = re.compile(r'^(\[.*\]|<.*>)$')
+    ordinary = [i for t, i in vocab.items() if not special.match(t) and i < len(E)]
+    rng = np.random.default_rng(args.seed)
+    sample = rng.choice(ordinary, size=min(len(unused), len(ordinary)), replace=False)
+    cos_unused, cos_ordinary = pairwise_cosines(E[unused]), pairwise_cosines(E[sample])
+    print(f"{ckpt}: {name} {E.shape[0]} x {E.shape[1]}")
+    print(f"  {len(unused)} unused tokens:          mean pairwise cosine {cos_unused.mean():.3f}")
+    print(f"  {len(sample)} random ordinary tokens: mean pairwise cosine {cos_ordinary.mean():.3f}")
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 4))
+    bins = np.linspace(-0.5, 1, 76)
+    ax.hist(cos_ordinary, bins=bins, alpha=0.6, density=True, label=f'{len(sample)} ordinary tokens (mean {cos_ordinary.mean():.2f})')
+    ax.hist(cos_unused, bins=bins, alpha=0.6, density=True, label=f'{len(unused)} unused tokens (mean {cos_unused.mean():.2f})')
+    ax.set(xlabel='pairwise cosine similarity of input embeddings', ylabel='density',
+           title=f'{os.path.basename(os.path.normpath(ckpt))}: never-trained tokens collapse')
+    ax.legend()
+    fig.tight_layout()
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, 'unused_tokens.png')
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    print(f"plot: {path}")
+
+# -----------------------------------------------------------------------------
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description='Lemma 4.1 numerically, and unused-token collapse in a real checkpoint.',
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument('--optimizers', default='gd,sgd', help='comma-separated: gd, sgd, adamw')
+    p.add_argument('--eta', type=float, default=1.0, help='step size')
+    p.add_argument('--lam', type=float, default=0.05, help='weight decay lambda (a run with 0 is always added)')
+    p.add_argument('--r', type=float, default=1.0, help='feature norm (LayerNorm gain r / sqrt(width))')
+    p.add_argument('--classes', type=int, default=20, help='number of classes K')
+    p.add_argument('--unseen', type=int, default=5, help='classes that never occur as a label')
+    p.add_argument('--width', type=int, default=16, help='feature width')
+    p.add_argument('--n', type=int, default=512, help='training features')
+    p.add_argument('--batch', type=int, default=32, help='SGD / AdamW minibatch')
+    p.add_argument('--steps', type=int, default=2000)
+    p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--checkpoint', metavar='DIR', help='inspect a Hugging Face style checkpoint instead')
+    p.add_argument('--out', default='runs/theory', help='where the plot goes')
+    args = p.parse_args(argv)
+    args.optimizers = args.optimizers.split(',')
+    bad = [o for o in args.optimizers if o not in ('gd', 'sgd', 'adamw')]
+    if bad:
+        p.error(f"--optimizers: unknown '{bad[0]}' (choose from gd, sgd, adamw)")
+    if not 2 <= args.unseen < args.classes:
+        p.error('--unseen must be at least 2 and less than --classes')
+    if min(args.width, args.n, args.batch, args.steps) < 2 or args.batch > args.n:
+        p.error('--width, --n, --batch and --steps must be >= 2, and --batch <= --n')
+    if args.eta <= 0 or args.lam < 0 or args.r <= 0:
+        p.error('--eta and --r must be > 0, --lam >= 0')
+    if args.checkpoint:
+        try:
+            inspect_checkpoint(args)
+        except (FileNotFoundError, ValueError, KeyError) as e:
+            sys.exit(f"error: {e}")
+    else:
+        lemma(args)
+
+
+if __name__ == '__main__':
+    main()
