@@ -66,6 +66,8 @@ def grad(U, H, y):
 
 def pairwise(rows):
     """(mean pairwise distance, mean pairwise cosine) over the distinct pairs of rows."""
+    if len(rows) < 2:
+        return np.nan, np.nan
     i, j = np.triu_indices(len(rows), k=1)
     dist = np.linalg.norm(rows[i] - rows[j], axis=1)
     unit = rows / np.linalg.norm(rows, axis=1, keepdims=True)
@@ -77,10 +79,11 @@ def contraction_bound(eta, lam, r, p):
     return abs(1 - eta * lam) + eta * r ** 2 * p
 
 
-def train(H, y, K, n_unseen, optimizer='gd', eta=0.5, lam=0.01, steps=3000, batch=32, seed=0):
-    """Train U from a random start; return the per-step track of the collapse and of the bound."""
+def train(H, y, K, n_unseen, optimizer='gd', eta=1.0, lam=0.05, steps=2000, batch=32, seed=0, U=None):
+    """Train U (from U, or a random start) with the last n_unseen classes never a label; return the
+    per-step track of the collapse and of the bound."""
     rng = np.random.default_rng(seed)
-    U = rng.normal(size=(K, H.shape[1]))
+    U = rng.normal(size=(K, H.shape[1])) if U is None else np.array(U, dtype=float)
     seen, unseen = np.arange(K - n_unseen), np.arange(K - n_unseen, K)
     iu, ju = np.triu_indices(n_unseen, k=1)
     m, v = np.zeros_like(U), np.zeros_like(U)          # AdamW moments

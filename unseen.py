@@ -20,7 +20,9 @@ Deviations from a textbook GPT (nanoGPT), all behind switches:
   --forget-every  re-initialise the (un)embeddings and their AdamW state every K steps
   --forget-until  ... but only until step N (temporary forgetting)
 Details the paper leaves open (our simplest choices, configurable): the model size, the copy
-attention's single head with no output projection, the orthogonal init scale, the data sizes.
+attention's form (one head, no output projection), the orthogonal init scale, the data sizes.
+By default --copy-attn comes on with --freeze-emb or --forget-every (the paper's recipe is the pair);
+plain `python unseen.py` is the standard transformer.
 """
 
 import argparse
@@ -44,28 +46,27 @@ import logic_data as L
 @dataclass
 class Config:
     # data (logic_data.py)
-    n_symbols: int = 300       # size of the training symbol pool: the diversity knob
+    n_symbols: int = 5000      # size of the training symbol pool: the diversity knob (>> n_embd helps)
     max_depth: int = 4         # planted derivations of depth 1..max_depth
-    max_premises: int = 2      # rules have 1..max_premises premises
+    max_premises: int = 1      # rules have 1..max_premises premises (2 is harder: slower to learn on a CPU)
     # model
-    n_layer: int = 4
+    n_layer: int = 3
     n_head: int = 4
     n_embd: int = 64
     copy_attn: bool = False    # add the copy-attention layer (values = raw token embeddings)
     tie_emb: bool = True       # unembedding = input embedding (GPT-2 style)
-    emb_norm: float = 1.0      # mean row norm of the (orthogonal) (un)embedding init
     # the paper's interventions on the (un)embeddings
     freeze_emb: bool = False   # orthogonal init, never updated
     forget_every: int = 0      # re-init (un)embeddings + their AdamW state every K steps (0: never)
     forget_until: int = 0      # stop forgetting after this step (0: forget all through training)
     # optimisation: AdamW, weight decay on the (un)embeddings too -- the collapse depends on it
-    steps: int = 3000
+    steps: int = 9000
     batch_size: int = 64
-    lr: float = 2e-3
+    lr: float = 4e-3
     weight_decay: float = 0.1
     warmup: int = 100
     # evaluation and logging
-    eval_every: int = 250
+    eval_every: int = 500
     eval_n: int = 500          # problems per test scenario
     seed: int = 0
     device: str = 'cpu'
@@ -103,7 +104,8 @@ class CausalSelfAttention(nn.Module):
 class CopyAttention(nn.Module):
     """Queries and keys from the hidden states, values = the raw input token embeddings X W_E.
     A context token can reach the output without passing through any MLP or projection. One head,
-    no output projection: the simplest form (the paper's exact parametrisation is not known)."""
+    no output projection, a learned scalar gain: the simplest form (the paper's exact parametrisation
+    is not known)."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -163,8 +165,10 @@ class GPT(nn.Module):
         init_embeddings(self)
 
     def _init_weights(self, module):
+        # std 1/sqrt(width) rather than GPT-2's 0.02 (tuned for width 768): at width 64, 0.02 leaves the
+        # attention logits near zero and training sits on a long plateau before it learns to match symbols
         if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            nn.init.normal_(module.weight, mean=0.0, std=1 / math.sqrt(module.weight.size(-1)))
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
@@ -199,7 +203,7 @@ def init_embeddings(model):
     (a tight frame: rows as evenly spread as possible), scaled so that rows have mean norm 1."""
     for w in model.embeddings():
         V, C = w.shape
-        nn.init.orthogonal_(w, gain=model.cfg.emb_norm * math.sqrt(max(V / C, 1.0)))
+        nn.init.orthogonal_(w, gain=math.sqrt(max(V / C, 1.0)))
 
 
 def forget_embeddings(model, optimizer):
@@ -255,8 +259,8 @@ def collapse(model, vocab):
 def make_batch(problems, vocab, device='cpu'):
     """Encode and pad to the longest in the batch. Targets are -1 on the prompt: the loss covers only
     the chain, the answer and <eos>.
-        x:  x4 x9 -> x2 . x4 . x9 . ? x2 :  x2  T
-        y:  -1 -1 .. .. .. .. .. .. .. -1 x2  T  <eos>"""
+        x:  x4 .  x4 -> x2 .  ?  x2 :  x2 T
+        y:  -1 -1 -1 -1 -1 -1 -1 -1 x2 T  <eos>"""
     seqs = [vocab.encode(p) for p in problems]
     T = max(len(ids) for ids, _ in seqs) - 1
     x = torch.full((len(seqs), T), vocab.pad, dtype=torch.long)
@@ -268,10 +272,17 @@ def make_batch(problems, vocab, device='cpu'):
     return x.to(device), y.to(device)
 
 
-def get_batch(rng, cfg, vocab):
-    """A fresh training batch. Names come from the training pool only: unseen symbols never appear."""
-    return make_batch([L.generate(rng, cfg.gen(), vocab.train_names) for _ in range(cfg.batch_size)],
-                      vocab, cfg.device)
+def batches(rng, cfg, vocab, ahead=8):
+    """Endless training batches. Names come from the training pool only: unseen symbols never appear.
+    Problems are drawn `ahead` batches at a time and grouped by length, so that a batch pads only to
+    its own longest sequence (about a fifth less compute than random batches)."""
+    while True:
+        problems = [L.generate(rng, cfg.gen(), vocab.train_names) for _ in range(ahead * cfg.batch_size)]
+        problems.sort(key=lambda p: len(vocab.encode(p)[0]))
+        groups = [problems[i:i + cfg.batch_size] for i in range(0, len(problems), cfg.batch_size)]
+        rng.shuffle(groups)
+        for group in groups:
+            yield make_batch(group, vocab, cfg.device)
 
 
 def eval_sets(cfg, vocab, n=None):
@@ -332,6 +343,7 @@ def train(cfg, log=print):
     model = GPT(cfg, len(vocab)).to(cfg.device)
     optimizer = make_optimizer(model, cfg)
     sets = eval_sets(cfg, vocab)
+    data = batches(rng, cfg, vocab)
     history, losses, step_times, t0 = [], [], [], time.time()
 
     def record(step):
@@ -355,7 +367,7 @@ def train(cfg, log=print):
         for group in optimizer.param_groups:
             group['lr'] = get_lr(cfg, step)
         t = time.time()
-        x, y = get_batch(rng, cfg, vocab)
+        x, y = next(data)
         _, loss = model(x, y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -380,9 +392,11 @@ def verdict(cfg, history, headline):
     what = {'none': 'problems in training symbols', 'query': 'problems whose query is an unseen symbol',
             'all': 'problems written entirely in unseen symbols'}[headline]
     if acc >= 0.9:
-        lines.append(f"verdict: the model solves {acc:.0%} of {what}.")
+        lines.append(f"verdict: the model solves {acc:.1%} of {what}.")
+    elif acc >= 0.5:
+        lines.append(f"verdict: the model solves only {acc:.1%} of {what}.")
     else:
-        lines.append(f"verdict: the model fails on {what} ({acc:.0%} exact match).")
+        lines.append(f"verdict: the model fails on {what} ({acc:.1%} exact match).")
     if last['cos_unseen'] > 0.5 and not cfg.freeze_emb:
         lines.append(f"         its unseen unembeddings collapsed (mean cosine {last['cos_unseen']:.2f}): "
                      "it cannot tell unseen symbols apart.")
@@ -396,9 +410,9 @@ def plot(history, path, title):
     steps = [h['step'] for h in history]
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     for s in L.SCENARIOS:
-        a.plot(steps, [100 * h[s] for h in history], label=f'{s} unseen' if s != 'none' else 'none unseen')
+        a.plot(steps, [100 * h[s] for h in history], label=s)
     a.set(xlabel='step', ylabel='exact match (%)', ylim=(-2, 102), title='accuracy per test scenario')
-    a.legend()
+    a.legend(title='unseen names')
     b.plot(steps, [h['cos_unseen'] for h in history], label='unseen tokens')
     b.plot(steps, [h['cos_train'] for h in history], label='training tokens')
     b.set(xlabel='step', ylabel='mean pairwise cosine', ylim=(-0.1, 1.05), title='unembedding collapse')
@@ -552,7 +566,7 @@ def main(argv=None):
     plot(history, os.path.join(out, 'training.png'), f'{name}, verdict on --unseen {args.unseen}')
     print(verdict(cfg, history, args.unseen))
     print(f"\nwrote {out}/ckpt.pt and {out}/training.png; try:\n"
-          f"  python unseen.py --ckpt {out}/ckpt.pt --ask 'u1 . u2 . u1 u2 -> u3 . u3 -> u4 . ? u4'")
+          f"  python unseen.py --ckpt {out}/ckpt.pt --ask 'u44 . u8 . u8 -> u52 . u19 -> u2 . u37 -> u54 . u52 -> u98 . u37 -> u54 . u98 -> u19 . ? u2'")
 
 
 if __name__ == '__main__':
