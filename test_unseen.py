@@ -280,6 +280,11 @@ def test_checkpoint_round_trip_and_ask(trained, capsys):
     assert r.returncode == 0, r.stderr
     assert 'problem: u1* . u1* -> u2* . x3 -> x4 . ? u2*' in r.stdout
     assert 'solver:  u2* T' in r.stdout and ('correct' in r.stdout or 'WRONG' in r.stdout)
+    garbage = path.parent / 'garbage.pt'
+    garbage.write_text('not a checkpoint')
+    r = run('unseen.py', '--ckpt', str(garbage), '--ask', 'u1 . u1 -> u2 . ? u2')
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+        f'error: {garbage} is not a checkpoint written by this unseen.py (UnpicklingError)']
     for text, complaint in [('u1 -> u2 . u1 . ? zz', "unknown name 'zz'"),
                             ('u1 -> u2 . u1 ? u2', "must end with '.'"),
                             ('x999 -> u2 . x999 . ? u2', "unknown name 'x999'")]:
@@ -299,6 +304,9 @@ def test_checkpoint_round_trip_and_ask(trained, capsys):
     (['--ask', 'x1 -> x2 . x1 . ? x2'], '--ask needs --ckpt'),
     (['--ask', 'x1 . ? x1', '--ckpt', 'no/such.pt'], 'no such file'),
     (['--device', 'tpu'], '--device tpu'),
+    pytest.param(['--device', 'cuda'], 'no CUDA device', marks=pytest.mark.skipif(torch.cuda.is_available(),
+                                                                              reason='this machine has CUDA')),
+    (['--out', 'README.md'], 'is a file'),
 ])
 def test_bad_cli_input_exits_with_a_clear_message(args, complaint):
     r = run('unseen.py', *args)

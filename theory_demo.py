@@ -321,8 +321,8 @@ def main(argv=None):
         p.error('--unseen must be at least 2 and less than --classes')
     if min(args.width, args.n, args.batch, args.steps) < 2 or args.batch > args.n:
         p.error('--width, --n, --batch and --steps must be >= 2, and --batch <= --n')
-    if args.eta <= 0 or args.lam < 0 or args.r <= 0:
-        p.error('--eta and --r must be > 0, --lam >= 0')
+    if args.eta <= 0 or args.lam <= 0 or args.r <= 0:
+        p.error('--eta, --lam and --r must be > 0 (the run without weight decay is always added)')
     if args.checkpoint:
         try:
             inspect_checkpoint(args)

@@ -59,7 +59,7 @@ class Config:
     freeze_emb: bool = False   # orthogonal init, never updated
     forget_every: int = 0      # re-init (un)embeddings + their AdamW state every K steps (0: never)
     forget_until: int = 0      # stop forgetting after this step (0: forget all through training)
-    # optimisation: AdamW, weight decay on the (un)embeddings too -- the collapse depends on it
+    # optimisation: AdamW, weight decay on the (un)embeddings too -- in Lemma 4.1 it drives the collapse
     steps: int = 9000
     batch_size: int = 64
     lr: float = 4e-3
@@ -428,10 +428,13 @@ def save_checkpoint(path, model, cfg, history):
 
 
 def load_checkpoint(path, device='cpu'):
-    ck = torch.load(path, map_location=device)
-    cfg = Config(**{**ck['config'], 'device': device})
-    model = GPT(cfg, len(L.Vocab(cfg.n_symbols))).to(device)
-    model.load_state_dict(ck['model'])
+    try:
+        ck = torch.load(path, map_location=device)
+        cfg = Config(**{**ck['config'], 'device': device})
+        model = GPT(cfg, len(L.Vocab(cfg.n_symbols))).to(device)
+        model.load_state_dict(ck['model'])
+    except Exception as e:   # not a file torch can read, or not a checkpoint of this version of unseen.py
+        raise ValueError(f"{path} is not a checkpoint written by this unseen.py ({type(e).__name__})") from e
     model.eval()
     return model, L.Vocab(cfg.n_symbols), cfg
 
@@ -532,6 +535,12 @@ def parse_args(argv=None):
         p.error('--forget-until needs --forget-every K')
     if args.device not in ('auto', 'cpu', 'cuda', 'mps') and not args.device.startswith('cuda:'):
         p.error(f"--device {args.device}: choose auto, cpu, cuda or mps")
+    if args.device.startswith('cuda') and not torch.cuda.is_available():
+        p.error(f"--device {args.device}: no CUDA device on this machine (try --device auto)")
+    if args.device == 'mps' and not (getattr(torch.backends, 'mps', None) and torch.backends.mps.is_available()):
+        p.error("--device mps: no Apple GPU on this machine (try --device auto)")
+    if args.out and os.path.isfile(args.out):
+        p.error(f"--out {args.out} is a file; give a folder")
     return args
 
 
@@ -551,7 +560,7 @@ def main(argv=None):
         try:
             model, vocab, cfg = load_checkpoint(args.ckpt, pick_device(args.device))
             ask(model, vocab, cfg, args.ask)
-        except (ValueError, KeyError, RuntimeError, EOFError) as e:
+        except ValueError as e:
             sys.exit(f'error: {e}')
         return
     cfg = config_from_args(args)
