@@ -284,7 +284,7 @@ def inspect_checkpoint(args):
     ax.hist(cos_ordinary, bins=bins, alpha=0.6, density=True, label=f'{len(sample)} ordinary tokens (mean {cos_ordinary.mean():.2f})')
     ax.hist(cos_unused, bins=bins, alpha=0.6, density=True, label=f'{len(unused)} unused tokens (mean {cos_unused.mean():.2f})')
     ax.set(xlabel='pairwise cosine similarity of input embeddings', ylabel='density',
-           title=f'{os.path.basename(os.path.normpath(ckpt))}: never-trained tokens collapse')
+           title=f"{'/'.join(os.path.normpath(ckpt).split(os.sep)[-2:])}: never-trained tokens collapse")
     ax.legend()
     fig.tight_layout()
     os.makedirs(args.out, exist_ok=True)
