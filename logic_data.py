@@ -186,6 +186,24 @@ class GenConfig:
     n_extra_facts: int = 1    # facts beyond the one the derivation starts from
     n_distractors: int = 2    # rules that can never fire (each has a premise that is never derivable)
 
+    def max_names(self):
+        """The most distinct variables one problem can use (facts, derived atoms, 2 dead, distractor heads)."""
+        return 1 + self.n_extra_facts + self.max_depth + 2 + max(self.n_distractors, 1) - 1
+
+
+def size_error(n_symbols, max_depth, max_premises):
+    """Why these problem sizes cannot work (a message naming the flag), or None. Both CLIs use it."""
+    if not 1 <= max_premises <= 3:
+        return '--max-premises must be 1, 2 or 3'
+    if max_depth < 1:
+        return '--max-depth must be >= 1'
+    need = GenConfig(max_depth=max_depth).max_names()
+    if need > N_UNSEEN:
+        return f'--max-depth {max_depth} needs {need} distinct names per problem; the unseen pool has {N_UNSEEN}'
+    if n_symbols < need:
+        return f'--n-symbols must be >= {need}: a problem of depth {max_depth} uses up to {need} distinct names'
+    return None
+
 
 def sample_structure(rng, cfg, depth, provable):
     """A problem over abstract atoms 0, 1, 2, ...: its facts, rules and query (not yet labelled)."""
@@ -260,12 +278,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.n < 0:
         parser.error('--n must be >= 0')
-    if not 1 <= args.max_premises <= 3:
-        parser.error('--max-premises must be 1, 2 or 3')
-    if args.max_depth < 1:
-        parser.error('--max-depth must be >= 1')
-    if args.n_symbols < 16:
-        parser.error('--n-symbols must be >= 16 (a problem uses up to ~15 distinct names)')
+    if size_error(args.n_symbols, args.max_depth, args.max_premises):
+        parser.error(size_error(args.n_symbols, args.max_depth, args.max_premises))
     vocab = Vocab(args.n_symbols)
     cfg = GenConfig(max_depth=args.max_depth, max_premises=args.max_premises)
     rng = random.Random(args.seed)

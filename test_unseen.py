@@ -61,6 +61,7 @@ def test_generated_chains_are_valid_and_labels_are_the_solvers(max_premises):
         assert p.answer == (p.query in known) == provable
         assert len(p.chain) == depth                       # the planted depth is the chain's length
         assert all(len(ps) <= max_premises and h not in ps for ps, h in p.rules)
+        assert len(p.names()) <= cfg.max_names()             # what the size checks of both CLIs rely on
         counts[depth, provable] = counts.get((depth, provable), 0) + 1
     assert len(counts) == 2 * cfg.max_depth                # every depth, both answers
     # and the unconditioned sampler balances true/false within each depth
@@ -301,6 +302,8 @@ def test_checkpoint_round_trip_and_ask(trained, capsys):
     (['--forget-until', '500'], '--forget-until needs --forget-every'),
     (['--n-embd', '30', '--n-head', '4'], 'divisible'),
     (['--max-premises', '4'], '--max-premises must be 1, 2 or 3'),
+    (['--max-depth', '200'], 'the unseen pool has 100'),
+    (['--n-symbols', '5'], '--n-symbols must be >= 9'),
     (['--ask', 'x1 -> x2 . x1 . ? x2'], '--ask needs --ckpt'),
     (['--ask', 'x1 . ? x1', '--ckpt', 'no/such.pt'], 'no such file'),
     (['--device', 'tpu'], '--device tpu'),

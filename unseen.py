@@ -515,7 +515,7 @@ def parse_args(argv=None):
         p.error('--ckpt is only used with --ask')
     if args.ckpt and not os.path.isfile(args.ckpt):
         p.error(f'--ckpt {args.ckpt}: no such file')
-    for name in ('steps', 'batch_size', 'eval_every', 'eval_n', 'n_layer', 'n_head', 'n_embd', 'max_depth'):
+    for name in ('steps', 'batch_size', 'eval_every', 'eval_n', 'n_layer', 'n_head', 'n_embd'):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
     for name in ('forget_every', 'forget_until'):
@@ -523,10 +523,8 @@ def parse_args(argv=None):
             p.error(f"--{name.replace('_', '-')} must be >= 0")
     if args.n_embd % args.n_head:
         p.error(f'--n-embd {args.n_embd} must be divisible by --n-head {args.n_head}')
-    if not 1 <= args.max_premises <= 3:
-        p.error('--max-premises must be 1, 2 or 3')
-    if args.n_symbols < 16:
-        p.error('--n-symbols must be >= 16 (a problem uses up to ~15 distinct names)')
+    if L.size_error(args.n_symbols, args.max_depth, args.max_premises):
+        p.error(L.size_error(args.n_symbols, args.max_depth, args.max_premises))
     if args.lr <= 0 or args.weight_decay < 0:
         p.error('--lr must be > 0 and --weight-decay >= 0')
     if args.freeze_emb and args.forget_every:
