@@ -193,7 +193,7 @@ def test_orthogonal_init_is_as_orthogonal_as_the_shape_allows():
 
 def test_forgetting_resets_embeddings_and_adam_state_then_stops():
     cfg = replace(TINY, forget_every=10, forget_until=25)
-    assert [s for s in range(1, 61) if U.forgets_at(cfg, s)] == [10, 20]
+    assert [s for s in range(0, 61) if U.forgets_at(cfg, s)] == [10, 20]
     assert [s for s in range(1, 31) if U.forgets_at(replace(cfg, forget_until=0), s)] == [10, 20, 30]
     model = U.GPT(cfg, len(L.Vocab(cfg.n_symbols)))
     opt = U.make_optimizer(model, cfg)
@@ -213,12 +213,14 @@ def test_forgetting_resets_embeddings_and_adam_state_then_stops():
     assert torch.equal(model.transformer.h[0].mlp.c_fc.weight, other)        # only the embeddings
 
 
-def test_training_loop_forgets_on_schedule(monkeypatch):
-    calls = []
-    real = U.forget_embeddings
-    monkeypatch.setattr(U, 'forget_embeddings', lambda m, o: calls.append(1) or real(m, o))
-    U.train(replace(TINY, forget_every=10, forget_until=25), log=lambda s: None)
-    assert len(calls) == 2
+def test_training_loop_forgets_on_schedule_and_evaluates_before_each_reset(monkeypatch):
+    events = []
+    forget, evaluate = U.forget_embeddings, U.evaluate
+    monkeypatch.setattr(U, 'forget_embeddings', lambda *a: events.append('forget') or forget(*a))
+    monkeypatch.setattr(U, 'evaluate', lambda *a: events.append('eval') or evaluate(*a))
+    U.train(replace(TINY, forget_every=10, forget_until=25, eval_every=10), log=lambda s: None)
+    # evaluations at steps 0, 10, 20, 30, 40; resets after steps 10 and 20 only, each after its evaluation
+    assert events == ['eval', 'eval', 'forget', 'eval', 'forget', 'eval', 'eval']
 
 
 def test_same_seed_same_losses():

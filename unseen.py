@@ -215,8 +215,8 @@ def forget_embeddings(model, optimizer):
 
 
 def forgets_at(cfg, step):
-    """Does the (un)embedding reset happen after `step` optimizer steps?"""
-    return (cfg.forget_every > 0 and step % cfg.forget_every == 0
+    """Does the (un)embedding reset happen after `step` optimizer steps (before step + 1)?"""
+    return (cfg.forget_every > 0 and step > 0 and step % cfg.forget_every == 0
             and (cfg.forget_until == 0 or step <= cfg.forget_until))
 
 
@@ -364,6 +364,8 @@ def train(cfg, log=print):
     for step in range(cfg.steps):
         if step % cfg.eval_every == 0:
             record(step)
+        if forgets_at(cfg, step):    # after the evaluation: it measures what the last embeddings learned
+            forget_embeddings(model, optimizer)
         for group in optimizer.param_groups:
             group['lr'] = get_lr(cfg, step)
         t = time.time()
@@ -374,8 +376,6 @@ def train(cfg, log=print):
         optimizer.step()
         losses.append(loss.item())
         step_times.append(time.time() - t)
-        if forgets_at(cfg, step + 1):
-            forget_embeddings(model, optimizer)
     record(cfg.steps)
     return model, vocab, history
 
