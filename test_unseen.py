@@ -1,4 +1,4 @@
-"""Tests for logic_data.py and unseen.py. Run: python -m pytest -q  (a couple of minutes on 2 CPU cores)."""
+"""Tests for logic_data.py, unseen.py and theory_demo.py. Run: python -m pytest -q  (under a minute on 2 CPU cores)."""
 
 import json
 import random

@@ -489,7 +489,7 @@ def parse_args(argv=None):
     p.add_argument('--freeze-emb', action='store_true', help='orthogonal (un)embeddings, never updated')
     p.add_argument('--untie-emb', action='store_true', help='separate input embedding and unembedding')
     p.add_argument('--forget-every', type=int, default=0, metavar='K', help='reset (un)embeddings every K steps')
-    p.add_argument('--forget-until', type=int, default=0, metavar='N', help='no resets after step N (0: none)')
+    p.add_argument('--forget-until', type=int, default=0, metavar='N', help='no resets after step N (0: never stop)')
     p.add_argument('--n-symbols', type=int, default=d.n_symbols, help='training symbol pool (diversity)')
     p.add_argument('--max-depth', type=int, default=d.max_depth, help='longest planted derivation')
     p.add_argument('--max-premises', type=int, default=d.max_premises, help='premises per rule (1 to 3)')
@@ -505,7 +505,7 @@ def parse_args(argv=None):
     p.add_argument('--seed', type=int, default=d.seed)
     p.add_argument('--device', default='auto', help='auto, cpu, cuda or mps')
     p.add_argument('--out', default=None, help='output folder (default: runs/<time>_<switches>)')
-    p.add_argument('--ask', metavar='TEXT', help="solve one problem, e.g. 'u1 -> u2 . u1 . ? u2', with --ckpt")
+    p.add_argument('--ask', metavar='TEXT', help="solve one problem, e.g. 'u1 . u1 -> u2 . ? u2', with --ckpt")
     p.add_argument('--ckpt', metavar='PATH', help='checkpoint written by a training run (for --ask)')
     args = p.parse_args(argv)
 
