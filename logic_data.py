@@ -188,7 +188,7 @@ class GenConfig:
 
     def max_names(self):
         """The most distinct variables one problem can use (facts, derived atoms, 2 dead, distractor heads)."""
-        return 1 + self.n_extra_facts + self.max_depth + 2 + max(self.n_distractors, 1) - 1
+        return 1 + self.n_extra_facts + self.max_depth + 2 + max(self.n_distractors - 1, 0)
 
 
 def size_error(n_symbols, max_depth, max_premises):
@@ -278,8 +278,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.n < 0:
         parser.error('--n must be >= 0')
-    if size_error(args.n_symbols, args.max_depth, args.max_premises):
-        parser.error(size_error(args.n_symbols, args.max_depth, args.max_premises))
+    error = size_error(args.n_symbols, args.max_depth, args.max_premises)
+    if error:
+        parser.error(error)
     vocab = Vocab(args.n_symbols)
     cfg = GenConfig(max_depth=args.max_depth, max_premises=args.max_premises)
     rng = random.Random(args.seed)

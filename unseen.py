@@ -285,11 +285,11 @@ def batches(rng, cfg, vocab, ahead=8):
             yield make_batch(group, vocab, cfg.device)
 
 
-def eval_sets(cfg, vocab, n=None):
+def eval_sets(cfg, vocab):
     """Fixed test problems for each scenario, drawn with their own seed (never seen in training:
     the 'query' and 'all' sets use names from the unseen pool)."""
     rng = random.Random(cfg.seed + 12345)
-    return {s: L.make_problems(rng, cfg.gen(), vocab, n or cfg.eval_n, s) for s in L.SCENARIOS}
+    return {s: L.make_problems(rng, cfg.gen(), vocab, cfg.eval_n, s) for s in L.SCENARIOS}
 
 # -----------------------------------------------------------------------------
 # evaluation
@@ -308,11 +308,10 @@ def exact_match(model, x, y):
 
 
 @torch.no_grad()
-def generate(model, vocab, prompt_ids, max_new=None):
+def generate(model, vocab, prompt_ids):
     """Real greedy decoding, one token at a time, until <eos>."""
     idx = torch.tensor([prompt_ids], device=next(model.parameters()).device)
-    max_new = max_new or model.cfg.block_size() - len(prompt_ids)
-    for _ in range(max_new):
+    for _ in range(model.cfg.block_size() - len(prompt_ids)):   # no further than the position table
         logits, _ = model(idx)
         nxt = logits[0, -1].argmax()
         if nxt.item() == vocab.eos:
@@ -523,8 +522,9 @@ def parse_args(argv=None):
             p.error(f"--{name.replace('_', '-')} must be >= 0")
     if args.n_embd % args.n_head:
         p.error(f'--n-embd {args.n_embd} must be divisible by --n-head {args.n_head}')
-    if L.size_error(args.n_symbols, args.max_depth, args.max_premises):
-        p.error(L.size_error(args.n_symbols, args.max_depth, args.max_premises))
+    size_error = L.size_error(args.n_symbols, args.max_depth, args.max_premises)
+    if size_error:
+        p.error(size_error)
     if args.lr <= 0 or args.weight_decay < 0:
         p.error('--lr must be > 0 and --weight-decay >= 0')
     if args.freeze_emb and args.forget_every:
