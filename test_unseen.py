@@ -1,5 +1,6 @@
 """Tests for logic_data.py, unseen.py and theory_demo.py. Run: python -m pytest -q  (under a minute on 2 CPU cores)."""
 
+import copy
 import json
 import random
 import subprocess
@@ -313,6 +314,10 @@ def test_checkpoint_round_trip_and_ask(trained, capsys):
     pytest.param(['--device', 'cuda'], 'no CUDA device', marks=pytest.mark.skipif(torch.cuda.is_available(),
                                                                               reason='this machine has CUDA')),
     (['--out', 'README.md'], 'is a file'),
+    (['--grid', '--freeze-emb', '--steps', '10'], 'cannot take --freeze-emb --steps'),
+    (['--quick'], '--quick and --seeds go with --grid'),
+    (['--grid', '--seeds', '0'], '--seeds must be >= 1'),
+    (['--precision', 'fp16'], "invalid choice: 'fp16'"),
 ])
 def test_bad_cli_input_exits_with_a_clear_message(args, complaint):
     r = run('unseen.py', *args)
@@ -326,6 +331,91 @@ def test_main_writes_checkpoint_plot_and_verdict(tmp_path):
     assert r.returncode == 0, r.stderr
     assert 'step    10 |' in r.stdout and 'verdict:' in r.stdout and 'query *' in r.stdout
     assert (tmp_path / 'ckpt.pt').is_file() and (tmp_path / 'training.png').stat().st_size > 10_000
+
+# -----------------------------------------------------------------------------
+# speed: bfloat16; the grid and the fine-tuning contrast
+
+
+def test_bf16_model_agrees_with_fp32_and_trains():
+    cfg = replace(TINY, copy_attn=True)
+    torch.manual_seed(0)
+    model = U.GPT(cfg, len(L.Vocab(cfg.n_symbols)))
+    vocab = L.Vocab(cfg.n_symbols)
+    x, y = U.make_batch(L.make_problems(random.Random(0), cfg.gen(), vocab, 16), vocab)
+    full, _ = model(x)
+    model.cfg = replace(cfg, precision='bf16')      # same weights; the written-out attention runs on CPU
+    half, _ = model(x)
+    assert half.dtype == torch.float32 and (half - full).abs().max() < 0.05 * full.abs().max()
+    _, _, h = U.train(replace(cfg, precision='bf16', steps=60, eval_every=30), log=lambda s: None)
+    assert h[-1]['loss'] < 0.8 * h[1]['loss']
+
+
+def test_precision_auto_only_picks_bf16_where_it_is_fast():
+    assert U.pick_precision('fp32', 'cpu') == 'fp32' and U.pick_precision('bf16', 'cpu') == 'bf16'
+    assert U.pick_precision('auto', 'mps') == 'fp32'
+    fast = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    assert U.pick_precision('auto', 'cpu') == ('bf16' if fast else 'fp32')
+
+
+def test_grid_has_every_row_the_paper_table_needs():
+    labels = [label for label, _ in U.grid_rows(replace(U.Config(), **U.GRID))]
+    K, N = U.GRID_FORGET_EVERY, U.GRID['steps'] // 2
+    for row in ['standard', 'copy-attn', 'freeze-emb', 'copy-attn + freeze-emb', f'forget-every {K}',
+                f'copy-attn + forget-every {K}', f'forget-every {K} + until {N}',
+                f'copy-attn + forget-every {K} + until {N}', 'untied', 'copy-attn + untied']:
+        assert row in labels
+    for model in ('standard', 'copy-attn + freeze-emb'):    # the diversity sweep: >= 3 pool sizes each
+        sizes = [U.GRID['n_symbols']] + [n for n in U.GRID_DIVERSITY if f'{model}, {n} symbols' in labels]
+        assert len(set(sizes)) >= 3
+    assert len(labels) == len(set(labels))
+
+
+def test_fine_tuning_starts_from_collapsed_fresh_or_copied_rows():
+    cfg = TINY
+    vocab = L.Vocab(cfg.n_symbols)
+    torch.manual_seed(0)
+    model = U.GPT(cfg, len(vocab))
+    w = model.lm_head.weight
+    with torch.no_grad():
+        w[vocab.unseen_ids] = w[vocab.unseen_ids[0]].clone()            # collapse them by hand
+    unseen, seen = vocab.unseen_ids, vocab.train_ids
+    m = U.set_unseen_rows(copy.deepcopy(model), vocab, 'collapsed')
+    assert torch.equal(m.lm_head.weight, w)
+    m = U.set_unseen_rows(copy.deepcopy(model), vocab, 'fresh')
+    assert U.mean_pairwise_cosine(m.lm_head.weight[unseen]) < 0.2
+    assert torch.allclose(m.lm_head.weight[unseen].norm(dim=1), w[seen].norm(dim=1).mean().expand(len(unseen)))
+    assert torch.equal(m.lm_head.weight[seen], w[seen])                  # only the unseen rows change
+    m = U.set_unseen_rows(copy.deepcopy(model), vocab, 'copied')
+    rows = {tuple(r.tolist()) for r in w[seen]}
+    assert all(tuple(r.tolist()) in rows for r in m.lm_head.weight[unseen])
+    steps, history = U.finetune(model, vocab, cfg, 'fresh', max_steps=4, eval_every=2, target=1.01)
+    assert steps is None and [s for s, _ in history] == [0, 2, 4]
+    steps, history = U.finetune(model, vocab, cfg, 'fresh', max_steps=4, eval_every=2, target=0.0)
+    assert steps == 0
+
+
+def test_grid_writes_table_figure_and_fine_tuning_contrast(tmp_path, monkeypatch):
+    tiny = dict(n_symbols=40, max_depth=2, steps=4, eval_every=4, eval_n=10, n_layer=1, n_embd=32, batch_size=8)
+    monkeypatch.setattr(U, 'GRID', tiny)
+    monkeypatch.setattr(U, 'GRID_DIVERSITY', (20, 40, 60))
+    monkeypatch.setattr(U, 'GRID_FT', (4, 2))
+    U.main(['--grid', '--out', str(tmp_path), '--precision', 'fp32'])
+    table = (tmp_path / 'grid.md').read_text()
+    rows = [line for line in table.splitlines() if line.startswith('| ') and '---' not in line]
+    assert len(rows) == 1 + len(U.grid_rows(replace(U.Config(), **tiny))) + 1 + 3   # two tables with headers
+    assert '| copy-attn + freeze-emb, 60 symbols |' in table and '(' in rows[1]       # mean (min-max) of 2 seeds
+    assert all(f'| {start} |' in table for start in ('collapsed', 'fresh', 'copied'))
+    data = json.loads((tmp_path / 'grid.json').read_text())
+    assert {r['seed'] for r in data['results']} == {0, 1}
+    assert (tmp_path / 'grid.png').stat().st_size > 10_000 and (tmp_path / 'finetune.png').is_file()
+
+
+def test_bench_reports_every_lever():
+    table = U.bench(replace(TINY, batch_size=8), steps=2, rounds=1, log=lambda s: None)
+    lines = table.splitlines()
+    assert len(lines) == 2 + 5 and lines[2].endswith('| 1.00x |')
+    assert 'bfloat16' in table and 'random batches' in table and 'side by side' in table
+
 
 # -----------------------------------------------------------------------------
 # theory_demo.py: Lemma 4.1 and the safetensors reader

@@ -26,12 +26,15 @@ plain `python unseen.py` is the standard transformer.
 """
 
 import argparse
+import copy
+import json
 import math
+import multiprocessing as mp
 import os
 import random
 import sys
 import time
-from dataclasses import dataclass, asdict, fields
+from dataclasses import dataclass, asdict, fields, replace
 
 import torch
 import torch.nn as nn
@@ -70,6 +73,8 @@ class Config:
     eval_n: int = 500          # problems per test scenario
     seed: int = 0
     device: str = 'cpu'
+    precision: str = 'fp32'    # 'bf16': matrix products in bfloat16 under autocast (weights, AdamW state,
+                               # softmax and loss stay fp32); ~1.4x faster on CPUs with AVX512-BF16 or AMX
 
     def gen(self):
         return L.GenConfig(max_depth=self.max_depth, max_premises=self.max_premises)
@@ -97,7 +102,13 @@ class CausalSelfAttention(nn.Module):
         B, T, C = x.size()
         q, k, v = self.c_attn(x).split(C, dim=2)
         q, k, v = [t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v)]  # (B, nh, T, hs)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)                                 # (B, nh, T, hs)
+        if q.dtype == torch.bfloat16 and q.device.type == 'cpu':
+            # written out: PyTorch's fused CPU kernel is several times slower in bfloat16 (its backward)
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))                                # (B, nh, T, T)
+            att = att.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float('-inf'))
+            y = F.softmax(att, dim=-1) @ v
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)                             # (B, nh, T, hs)
         return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
 
 
@@ -177,6 +188,10 @@ class GPT(nn.Module):
         return list({id(p): p for p in (self.transformer.wte.weight, self.lm_head.weight)}.values())
 
     def forward(self, idx, targets=None):
+        with torch.autocast(idx.device.type, dtype=torch.bfloat16, enabled=self.cfg.precision == 'bf16'):
+            return self._forward(idx, targets)
+
+    def _forward(self, idx, targets):
         B, T = idx.size()
         tok_emb = self.transformer.wte(idx)                                          # (B, T, C)
         x = tok_emb + self.transformer.wpe(torch.arange(T, device=idx.device))       # (B, T, C)
@@ -186,7 +201,7 @@ class GPT(nn.Module):
             x = x + self.copy(x, tok_emb)                                            # copy raw embeddings
         x = self.transformer.ln_f(x)
         if targets is None:
-            return self.lm_head(x), None                                             # (B, T, V)
+            return self.lm_head(x).float(), None                                     # (B, T, V)
         # training: the prompt carries no loss, so only the target positions need logits (much faster)
         mask = targets != -1                                                         # (B, T)
         logits = self.lm_head(x[mask])                                               # (N, V)
@@ -272,13 +287,16 @@ def make_batch(problems, vocab, device='cpu'):
     return x.to(device), y.to(device)
 
 
-def batches(rng, cfg, vocab, ahead=8):
-    """Endless training batches. Names come from the training pool only: unseen symbols never appear.
-    Problems are drawn `ahead` batches at a time and grouped by length, so that a batch pads only to
-    its own longest sequence (about a fifth less compute than random batches)."""
+def batches(rng, cfg, vocab, ahead=8, group=True, names=None):
+    """Endless training batches. Names come from the training pool only (unless `names` says otherwise:
+    the fine-tuning contrast): unseen symbols never appear. Problems are drawn `ahead` batches at a time
+    and grouped by length, so that a batch pads only to its own longest sequence (about a fifth less
+    compute than random batches)."""
+    names = names or vocab.train_names
     while True:
-        problems = [L.generate(rng, cfg.gen(), vocab.train_names) for _ in range(ahead * cfg.batch_size)]
-        problems.sort(key=lambda p: len(vocab.encode(p)[0]))
+        problems = [L.generate(rng, cfg.gen(), names) for _ in range(ahead * cfg.batch_size)]
+        if group:
+            problems.sort(key=lambda p: len(vocab.encode(p)[0]))
         groups = [problems[i:i + cfg.batch_size] for i in range(0, len(problems), cfg.batch_size)]
         rng.shuffle(groups)
         for group in groups:
@@ -457,6 +475,260 @@ def ask(model, vocab, cfg, text):
     return out == want
 
 # -----------------------------------------------------------------------------
+# --bench: what makes the training loop fast on this machine
+
+
+def timed_steps(cfg, steps, group=True, threads=None):
+    """(non-padding input tokens, seconds) of `steps` training steps (data, forward, backward, AdamW) of
+    a fresh model, after 5 warm-up steps. `threads`: torch threads for this process."""
+    if threads:
+        torch.set_num_threads(threads)
+    torch.manual_seed(cfg.seed)
+    vocab = L.Vocab(cfg.n_symbols)
+    model = GPT(cfg, len(vocab)).to(cfg.device)
+    optimizer = make_optimizer(model, cfg)
+    data = batches(random.Random(cfg.seed), cfg, vocab, group=group)
+    tokens = 0
+    for step in range(5 + steps):
+        if step == 5:       # the first steps warm up allocators and caches
+            t0, tokens = time.time(), 0
+        x, y = next(data)
+        _, loss = model(x, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        loss.item()
+        tokens += (x != vocab.pad).sum().item()
+    return tokens, time.time() - t0
+
+
+def bench(cfg, steps=60, rounds=2, log=print):
+    """Tokens per second of the training loop for the loop the first version shipped (float32,
+    length-grouped batches of 64, one run on all cores) and for each speed lever, on this machine.
+    The best of `rounds` timings counts (the others were disturbed by something else on the machine).
+    The last row is what --grid does: one run per core, one thread each, tokens/s of all together."""
+    n = os.cpu_count() or 1
+    b = cfg.batch_size
+    variants = [(f'float32, batch {b}, length-grouped: the loop as first shipped', dict(precision='fp32'), {}),
+                (f'float32, batch {b}, random batches (no length grouping)', dict(precision='fp32'), dict(group=False)),
+                (f'bfloat16 autocast, batch {b}', dict(precision='bf16'), {}),
+                (f'bfloat16 autocast, batch {2 * b}', dict(precision='bf16', batch_size=2 * b), {}),
+                (f'bfloat16 autocast, batch {b}, {n} runs side by side, 1 thread each', dict(precision='bf16'),
+                 dict(parallel=n))]
+    best = [0.0] * len(variants)
+    for r in range(rounds):
+        for i, (name, over, kw) in enumerate(variants):
+            c = replace(cfg, **over)
+            if kw.get('parallel', 1) > 1 and c.device == 'cpu':
+                with mp.get_context('spawn').Pool(n) as pool:
+                    runs = pool.starmap(timed_steps, [(replace(c, seed=k), steps, True, 1) for k in range(n)])
+                speed = sum(t for t, _ in runs) / max(s for _, s in runs)
+            else:
+                tokens, seconds = timed_steps(c, steps, kw.get('group', True))
+                speed = tokens / seconds
+            best[i] = max(best[i], speed)
+            log(f"round {r + 1}/{rounds}: {name:<66} {speed:9,.0f} tokens/s")
+    lines = [f"| training loop ({describe(cfg)}, {cfg.n_symbols} symbols, {cfg.device}) | tokens/s | vs first |",
+             '|---|---|---|']
+    lines += [f"| {name} | {b:,.0f} | {b / best[0]:.2f}x |" for (name, _, _), b in zip(variants, best)]
+    return '\n'.join(lines)
+
+# -----------------------------------------------------------------------------
+# --grid: the paper's table (configurations x test scenarios), and the fine-tuning contrast
+
+# one common setting for every row, smaller than the demo's (depth 1-2, 1000 training symbols, 4000 steps)
+# so that 2 seeds of every row fit in half an hour on 2 CPU cores; --quick is for a class: one seed and
+# 1200 steps, the same rows, most of them still learning (about 4 minutes)
+GRID = dict(n_symbols=1000, max_depth=2, steps=4000, eval_every=1000, eval_n=500)
+GRID_QUICK = dict(n_symbols=1000, max_depth=2, steps=1200, eval_every=600, eval_n=300)
+GRID_FORGET_EVERY = 100                          # forget-until stops resetting halfway through
+GRID_DIVERSITY = (100, 1000, 3000)               # training-pool sizes of the diversity sweep
+GRID_FT, GRID_FT_QUICK = (2000, 50), (300, 50)   # fine-tuning: most steps, evaluate every
+
+
+def grid_rows(base):
+    """(label, config) for every row of the table."""
+    c = lambda **kw: replace(base, **kw)
+    K, N = GRID_FORGET_EVERY, base.steps // 2
+    rows = [c(), c(copy_attn=True), c(freeze_emb=True), c(copy_attn=True, freeze_emb=True),
+            c(forget_every=K), c(copy_attn=True, forget_every=K),
+            c(forget_every=K, forget_until=N), c(copy_attn=True, forget_every=K, forget_until=N),
+            c(tie_emb=False), c(copy_attn=True, tie_emb=False)]
+    rows = [(describe(r), r) for r in rows]
+    for n in GRID_DIVERSITY:
+        if n != base.n_symbols:
+            rows += [(f'{describe(r)}, {n} symbols', r) for r in (c(n_symbols=n), c(n_symbols=n, copy_attn=True, freeze_emb=True))]
+    return rows
+
+
+def spread(xs, fmt):
+    """'mean (min-max)' over seeds."""
+    m = sum(xs) / len(xs)
+    return fmt(m) if len(xs) == 1 else f"{fmt(m)} ({fmt(min(xs))}-{fmt(max(xs))})"
+
+
+def grid_table(results, base):
+    pct, two = (lambda v: f"{100 * v:.1f}"), (lambda v: f"{v + 0.0:.2f}".replace('-0.00', '0.00'))
+    lines = [f"| configuration ({base.n_symbols} training symbols unless named) | none | query | all | "
+             "unseen-row cosine | wall (s) |", '|---|---|---|---|---|---|']
+    for label in dict.fromkeys(r['row'] for r in results):
+        rs = [r for r in results if r['row'] == label]
+        cells = [spread([r[s] for r in rs], pct) for s in L.SCENARIOS]
+        cells += [spread([r['cos_unseen'] for r in rs], two), spread([r['wall'] for r in rs], lambda v: f"{v:.0f}")]
+        lines.append(f"| {label} | " + ' | '.join(cells) + ' |')
+    return '\n'.join(lines)
+
+
+def grid_plot(results, path, title):
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    labels = list(dict.fromkeys(r['row'] for r in results))
+    fig, ax = plt.subplots(figsize=(10, 0.45 * len(labels) + 1.5))
+    for k, s in enumerate(L.SCENARIOS):
+        vals = [[100 * r[s] for r in results if r['row'] == lab] for lab in labels]
+        mean = [sum(v) / len(v) for v in vals]
+        err = [[m - min(v) for m, v in zip(mean, vals)], [max(v) - m for m, v in zip(mean, vals)]]
+        ax.barh([i + (k - 1) * 0.27 for i in range(len(labels))], mean, height=0.27, xerr=err, label=s, capsize=2)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.invert_yaxis()
+    ax.set(xlabel='exact match (%), mean over seeds, bars: min to max', xlim=(0, 100), title=title)
+    ax.legend(title='unseen names', loc='lower right')
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def grid_job(label, cfg, keep):
+    """One run of the grid, in a worker process with one thread: the matrices here are too small to
+    split well over cores, so one run per core gets more done (see --bench). `keep`: return the weights."""
+    torch.set_num_threads(1)
+    t = time.time()
+    model, vocab, history = train(cfg, log=lambda *a: None)
+    last = history[-1]
+    result = dict(row=label, seed=cfg.seed, **{s: last[s] for s in L.SCENARIOS}, cos_unseen=last['cos_unseen'],
+                  wall=time.time() - t, config=asdict(cfg))
+    return result, (model.state_dict() if keep else None)
+
+
+def run_grid(base, seeds, out, workers, log=print):
+    """Train every row with every seed, `workers` runs at a time. Returns (results in row order, the
+    markdown table, the seed-0 copy-attn model: the fine-tuning contrast starts from it)."""
+    jobs = [(label, replace(cfg, seed=seed), label == 'copy-attn' and seed == seeds[0])
+            for label, cfg in grid_rows(base) for seed in seeds]
+    results, t_start = [], time.time()
+    with mp.get_context('spawn').Pool(workers) as pool:
+        for result, weights in pool.imap_unordered(_grid_job, jobs):
+            results.append(result)
+            if weights is not None:
+                pretrained = weights
+            done, elapsed = len(results), time.time() - t_start
+            log(f"[{done:2d}/{len(jobs)}] {result['row']:<40} seed {result['seed']} | none {result['none']:6.1%} "
+                f"query {result['query']:6.1%} all {result['all']:6.1%} | cos unseen {result['cos_unseen']:4.2f} | "
+                f"{result['wall']:4.0f} s | {elapsed / done * (len(jobs) - done) / 60:4.1f} min left")
+    order = {(label, cfg.seed): i for i, (label, cfg, _) in enumerate(jobs)}
+    results.sort(key=lambda r: order[r['row'], r['seed']])
+    cfg = next(cfg for label, cfg, keep in jobs if keep)
+    model = GPT(cfg, len(L.Vocab(cfg.n_symbols))).to(cfg.device)
+    model.load_state_dict(pretrained)
+    grid_plot(results, os.path.join(out, 'grid.png'), f'{len(seeds)} seed(s) per row, {base.steps} steps, '
+              f'depth 1-{base.max_depth}, {base.n_symbols} training symbols unless named')
+    return results, grid_table(results, base), (model, L.Vocab(cfg.n_symbols), cfg)
+
+
+def finetune_job(weights, cfg, start, max_steps, eval_every):
+    """`finetune` in a worker process with one thread."""
+    torch.set_num_threads(1)
+    model = GPT(cfg, len(L.Vocab(cfg.n_symbols))).to(cfg.device)
+    model.load_state_dict(weights)
+    return finetune(model, L.Vocab(cfg.n_symbols), cfg, start, max_steps, eval_every)
+
+
+def finetune_plot(ft, path):
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for start, v in ft.items():
+        ax.plot(*zip(*[(step, 100 * acc) for step, acc in v['history']]), label=f'{start} rows')
+    ax.axhline(90, color='gray', lw=0.5, ls='--')
+    ax.set(xlabel='fine-tuning step', ylabel='exact match, all names unseen (%)', ylim=(-2, 102),
+           title='fine-tuning on problems in unseen symbols')
+    ax.legend(title='unseen (un)embeddings start as')
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _grid_job(job):
+    return grid_job(*job)
+
+
+@torch.no_grad()
+def set_unseen_rows(model, vocab, start):
+    """The unseen symbols' (un)embedding rows at the start of fine-tuning (see `finetune`)."""
+    unseen, seen = torch.tensor(vocab.unseen_ids), torch.tensor(vocab.train_ids)
+    for w in model.embeddings():
+        w.requires_grad_(True)     # fine-tuning trains everything, a frozen model's (un)embeddings too
+        if start == 'fresh':
+            norm = w[seen].norm(dim=1).mean()
+            w[unseen] = F.normalize(torch.randn(len(unseen), w.size(1)), dim=1).to(w) * norm
+        elif start == 'copied':
+            pick = torch.randperm(len(seen))[:len(unseen)] if len(seen) >= len(unseen) else \
+                torch.randint(len(seen), (len(unseen),))      # a pool smaller than the unseen one: repeats
+            w[unseen] = w[seen[pick]]
+        elif start != 'collapsed':
+            raise ValueError(f'unknown start {start!r}')
+    return model
+
+
+def finetune(model, vocab, cfg, start, max_steps, eval_every, target=0.9):
+    """The paper's Gemma 3 experiment in miniature: fine-tune a model pre-trained on the training symbols
+    on problems written in the unseen symbols, and count the steps until it solves `target` of held-out
+    ones ('all' scenario). `start` says what the unseen (un)embedding rows are at the start:
+        collapsed  as pre-training left them (one shared vector)
+        fresh      re-drawn at random, with the mean norm of the trained training-symbol rows
+        copied     copies of randomly chosen trained training-symbol rows
+    Returns (steps to target or None, history [(step, accuracy)])."""
+    torch.manual_seed(cfg.seed)
+    model = set_unseen_rows(copy.deepcopy(model).train(), vocab, start)
+    rng = random.Random(cfg.seed + 1)
+    ft = replace(cfg, freeze_emb=False, forget_every=0, steps=max_steps, warmup=0)
+    optimizer = make_optimizer(model, ft)
+    test = {'all': eval_sets(cfg, vocab)['all']}
+    data = batches(rng, ft, vocab, names=vocab.unseen_names)
+    history = []
+    for step in range(max_steps + 1):
+        if step % eval_every == 0:
+            acc = evaluate(model, vocab, test, cfg.device)['all']
+            history.append((step, acc))
+            if acc >= target:
+                return step, history
+        if step == max_steps:
+            break
+        for group in optimizer.param_groups:
+            group['lr'] = get_lr(ft, step)
+        x, y = next(data)
+        _, loss = model(x, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    return None, history
+
+# -----------------------------------------------------------------------------
+
+
+def pick_precision(name, device):
+    """'auto': bfloat16 where the hardware computes it fast (CUDA with bf16, a CPU with AVX512-BF16 or
+    AMX), float32 elsewhere: on an older CPU, bfloat16 would be emulated and slower."""
+    if name != 'auto':
+        return name
+    if device.startswith('cuda'):
+        return 'bf16' if torch.cuda.is_bf16_supported() else 'fp32'
+    if device == 'cpu':
+        fast = [getattr(torch.cpu, f, lambda: False)() for f in ('_is_avx512_bf16_supported', '_is_amx_tile_supported')]
+        return 'bf16' if any(fast) else 'fp32'
+    return 'fp32'
 
 
 def pick_device(name):
@@ -503,11 +775,32 @@ def parse_args(argv=None):
     p.add_argument('--eval-n', type=int, default=d.eval_n, help='test problems per scenario')
     p.add_argument('--seed', type=int, default=d.seed)
     p.add_argument('--device', default='auto', help='auto, cpu, cuda or mps')
+    p.add_argument('--precision', choices=('auto', 'fp32', 'bf16'), default='auto',
+                   help='bf16: matrix products in bfloat16 (autocast); auto: bf16 where the hardware is fast at it')
     p.add_argument('--out', default=None, help='output folder (default: runs/<time>_<switches>)')
     p.add_argument('--ask', metavar='TEXT', help="solve one problem, e.g. 'u1 . u1 -> u2 . ? u2', with --ckpt")
     p.add_argument('--ckpt', metavar='PATH', help='checkpoint written by a training run (for --ask)')
+    p.add_argument('--grid', action='store_true',
+                   help="train every configuration of the paper's table (2 seeds each) and run the fine-tuning "
+                        "contrast; writes grid.md, grid.json, grid.png (about 30 min on 2 CPU cores)")
+    p.add_argument('--quick', action='store_true', help='with --grid: one seed, fewer steps (about 5 min)')
+    p.add_argument('--seeds', type=int, default=None, help='with --grid: seeds per row (default 2, 1 with --quick)')
+    p.add_argument('--bench', action='store_true',
+                   help='measure training-loop tokens/s for each speed lever (the switches pick the model)')
     args = p.parse_args(argv)
 
+    if args.grid:
+        given = [f"--{k.replace('_', '-')}" for k, v in vars(args).items()
+                 if k not in ('grid', 'quick', 'seeds', 'device', 'precision', 'out') and v != p.get_default(k)]
+        if given:
+            p.error(f"--grid trains its own configurations; it cannot take {' '.join(given)} "
+                    "(only --quick, --seeds, --device, --precision, --out)")
+    if (args.quick or args.seeds is not None) and not args.grid:
+        p.error('--quick and --seeds go with --grid')
+    if args.seeds is not None and args.seeds < 1:
+        p.error('--seeds must be >= 1')
+    if args.bench and (args.ask is not None or args.ckpt):
+        p.error('--bench trains; it does not take --ask or --ckpt')
     if args.ask is not None and not args.ckpt:
         p.error('--ask needs --ckpt PATH (a checkpoint written by a training run)')
     if args.ckpt and args.ask is None:
@@ -549,7 +842,51 @@ def config_from_args(args):
     if args.copy_attn is None:   # the paper's fix is copy attention *and* distinct embeddings: on together
         cfg.copy_attn = bool(args.freeze_emb or args.forget_every)
     cfg.device = pick_device(args.device)
+    cfg.precision = pick_precision(args.precision, cfg.device)
     return cfg
+
+
+def main_grid(args):
+    t0 = time.time()
+    device = pick_device(args.device)
+    base = replace(Config(), **(GRID_QUICK if args.quick else GRID), device=device,
+                   precision=pick_precision(args.precision, device))
+    seeds = list(range(args.seeds or (1 if args.quick else 2)))
+    out = args.out or os.path.join('runs', time.strftime('%Y%m%d-%H%M%S_') + ('grid-quick' if args.quick else 'grid'))
+    os.makedirs(out, exist_ok=True)
+    command = 'python ' + ' '.join(['unseen.py'] + sys.argv[1:])
+    rows = grid_rows(base)
+    workers = (os.cpu_count() or 1) if device == 'cpu' else 1
+    print(f"grid: {len(rows)} configurations x {len(seeds)} seed(s), {base.steps} steps each, problems of depth "
+          f"1-{base.max_depth}, {base.n_symbols} training symbols unless named, {device} in {base.precision}, "
+          f"{workers} run(s) at a time; writing to {out}")
+    results, table, (model, vocab, cfg) = run_grid(base, seeds, out, workers)
+    print('\n' + table + '\n')
+    ft_steps, ft_every = (GRID_FT_QUICK if args.quick else GRID_FT)
+    print(f"fine-tuning contrast: the copy-attn model (seed {seeds[0]}, its unseen rows at cosine "
+          f"{collapse(model, vocab)[0]:.2f}) fine-tuned on problems in unseen symbols, up to {ft_steps} steps")
+    starts = ('collapsed', 'fresh', 'copied')
+    jobs = [(model.state_dict(), cfg, start, ft_steps, ft_every) for start in starts]
+    with mp.get_context('spawn').Pool(min(workers, len(jobs))) as pool:
+        ft = dict(zip(starts, pool.starmap(finetune_job, jobs)))
+    for start, (steps, history) in ft.items():
+        print(f"  from {start:<9} rows: " + (f"90% after {steps} steps" if steps is not None else
+              f"not 90% in {ft_steps} steps (reached {max(a for _, a in history):.1%})"))
+    ft = {start: dict(steps_to_90=steps, history=history) for start, (steps, history) in ft.items()}
+    first = lambda h, level: next((f'{step}' for step, acc in h if acc >= level), f'> {ft_steps}')
+    ft_table = '\n'.join(['| unseen rows at the start | steps to 50% | steps to 90% | accuracy at the end |',
+                          '|---|---|---|---|'] + [f"| {k} | {first(v['history'], 0.5)} | {first(v['history'], 0.9)} | "
+                                                  f"{100 * v['history'][-1][1]:.1f}% |" for k, v in ft.items()])
+    finetune_plot(ft, os.path.join(out, 'finetune.png'))
+    wall = time.time() - t0
+    with open(os.path.join(out, 'grid.md'), 'w') as f:
+        f.write(f"`{command}`: {len(seeds)} seed(s) per row, mean (min-max); {base.steps} steps, depth 1-"
+                f"{base.max_depth}, {device} in {base.precision}; total wall {wall / 60:.1f} min\n\n"
+                f"{table}\n\nFine-tuning contrast (copy-attn, seed {seeds[0]}, evaluated every {ft_every} steps):"
+                f"\n\n{ft_table}\n")
+    with open(os.path.join(out, 'grid.json'), 'w') as f:
+        json.dump(dict(command=command, results=results, finetune=ft, wall=wall), f, indent=1)
+    print(f"\n{ft_table}\n\ntotal wall {wall / 60:.1f} min; wrote {out}/grid.md, grid.json, grid.png, finetune.png")
 
 
 def main(argv=None):
@@ -561,17 +898,26 @@ def main(argv=None):
         except ValueError as e:
             sys.exit(f'error: {e}')
         return
+    if args.grid:
+        return main_grid(args)
     cfg = config_from_args(args)
+    if args.bench:
+        print(f"training-loop throughput, {describe(cfg)}, on {cfg.device}")
+        print('\n' + bench(cfg))
+        return
     name = describe(cfg)
     out = args.out or os.path.join('runs', time.strftime('%Y%m%d-%H%M%S_') + name.replace(' + ', '_').replace(' ', ''))
     os.makedirs(out, exist_ok=True)
     n_params = sum(p.numel() for p in GPT(cfg, len(L.Vocab(cfg.n_symbols))).parameters())
-    print(f"model: {name} ({n_params / 1e3:.0f}k parameters); {cfg.steps} steps on {cfg.device}, "
+    print(f"model: {name} ({n_params / 1e3:.0f}k parameters); {cfg.steps} steps on {cfg.device} in {cfg.precision}, "
           f"{cfg.n_symbols} training symbols, 100 unseen; writing to {out}")
+    t0 = time.time()
     model, vocab, history = train(cfg)
+    wall = time.time() - t0
     save_checkpoint(os.path.join(out, 'ckpt.pt'), model, cfg, history)
     plot(history, os.path.join(out, 'training.png'), f'{name}, verdict on --unseen {args.unseen}')
     print(verdict(cfg, history, args.unseen))
+    print(f"trained in {wall // 60:.0f} min {wall % 60:.0f} s")
     print(f"\nwrote {out}/ckpt.pt and {out}/training.png; try:\n"
           f"  python unseen.py --ckpt {out}/ckpt.pt --ask 'u44 . u8 . u8 -> u52 . u19 -> u2 . u37 -> u54 . u52 -> u98 . u37 -> u54 . u98 -> u19 . ? u2'")
 
