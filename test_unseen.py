@@ -1,4 +1,4 @@
-"""Tests for logic_data.py, unseen.py and theory_demo.py. Run: python -m pytest -q  (under a minute on 2 CPU cores)."""
+"""Tests for logic_data.py, unseen.py and theory_demo.py. Run: python -m pytest -q  (about a minute on 2 CPU cores)."""
 
 import copy
 import json
@@ -407,6 +407,7 @@ def test_grid_writes_table_figure_and_fine_tuning_contrast(tmp_path, monkeypatch
     assert all(f'| {start} |' in table for start in ('collapsed', 'fresh', 'copied'))
     data = json.loads((tmp_path / 'grid.json').read_text())
     assert {r['seed'] for r in data['results']} == {0, 1}
+    assert data['command'] == f'python unseen.py --grid --out {tmp_path} --precision fp32'
     assert (tmp_path / 'grid.png').stat().st_size > 10_000 and (tmp_path / 'finetune.png').is_file()
 
 
