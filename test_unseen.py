@@ -318,6 +318,8 @@ def test_checkpoint_round_trip_and_ask(trained, capsys):
     (['--quick'], '--quick and --seeds go with --grid'),
     (['--grid', '--seeds', '0'], '--seeds must be >= 1'),
     (['--precision', 'fp16'], "invalid choice: 'fp16'"),
+    (['--bench', '--precision', 'fp32', '--steps', '5'], 'cannot take --steps --precision'),
+    (['--grid', '--bench'], 'cannot take --bench'),
 ])
 def test_bad_cli_input_exits_with_a_clear_message(args, complaint):
     r = run('unseen.py', *args)

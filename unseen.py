@@ -520,12 +520,12 @@ def bench(cfg, steps=150, rounds=2, log=print):
                 (f'bfloat16 autocast, batch {b}', dict(precision='bf16'), {}),
                 (f'bfloat16 autocast, batch {2 * b}', dict(precision='bf16', batch_size=2 * b), {}),
                 (f'bfloat16 autocast, batch {b}, {n} runs side by side, 1 thread each', dict(precision='bf16'),
-                 dict(parallel=n))]
+                 dict(parallel=n))][:None if cfg.device == 'cpu' else -1]   # side by side: a CPU matter
     best = [0.0] * len(variants)
     for r in range(rounds):
         for i, (name, over, kw) in enumerate(variants):
             c = replace(cfg, **over)
-            if kw.get('parallel', 1) > 1 and c.device == 'cpu':
+            if 'parallel' in kw:
                 with mp.get_context('spawn').Pool(n) as pool:
                     runs = pool.starmap(timed_steps, [(replace(c, seed=k), steps, True, 1) for k in range(n)])
                 speed = sum(t for t, _ in runs) / max(s for _, s in runs)
@@ -536,7 +536,7 @@ def bench(cfg, steps=150, rounds=2, log=print):
             log(f"round {r + 1}/{rounds}: {name:<66} {speed:9,.0f} tokens/s")
     lines = [f"| training loop ({describe(cfg)}, {cfg.n_symbols} symbols, {cfg.device}) | tokens/s | vs first |",
              '|---|---|---|']
-    lines += [f"| {name} | {b:,.0f} | {b / best[0]:.2f}x |" for (name, _, _), b in zip(variants, best)]
+    lines += [f"| {name} | {speed:,.0f} | {speed / best[0]:.2f}x |" for (name, _, _), speed in zip(variants, best)]
     return '\n'.join(lines)
 
 # -----------------------------------------------------------------------------
@@ -795,18 +795,21 @@ def parse_args(argv=None):
                    help='measure training-loop tokens/s for each speed lever (the switches pick the model)')
     args = p.parse_args(argv)
 
+    given = lambda names: [f"--{k.replace('_', '-')}" for k in names if getattr(args, k) != p.get_default(k)]
     if args.grid:
-        given = [f"--{k.replace('_', '-')}" for k, v in vars(args).items()
-                 if k not in ('grid', 'quick', 'seeds', 'device', 'precision', 'out') and v != p.get_default(k)]
-        if given:
-            p.error(f"--grid trains its own configurations; it cannot take {' '.join(given)} "
+        ignored = given(k for k in vars(args) if k not in ('grid', 'quick', 'seeds', 'device', 'precision', 'out'))
+        if ignored:
+            p.error(f"--grid trains its own configurations; it cannot take {' '.join(ignored)} "
                     "(only --quick, --seeds, --device, --precision, --out)")
+    if args.bench:
+        ignored = given(('unseen', 'steps', 'eval_every', 'eval_n', 'precision', 'out', 'ask', 'ckpt'))
+        if ignored:
+            p.error(f"--bench times every precision for a fixed number of steps and writes nothing; "
+                    f"it cannot take {' '.join(ignored)}")
     if (args.quick or args.seeds is not None) and not args.grid:
         p.error('--quick and --seeds go with --grid')
     if args.seeds is not None and args.seeds < 1:
         p.error('--seeds must be >= 1')
-    if args.bench and (args.ask is not None or args.ckpt):
-        p.error('--bench trains; it does not take --ask or --ckpt')
     if args.ask is not None and not args.ckpt:
         p.error('--ask needs --ckpt PATH (a checkpoint written by a training run)')
     if args.ckpt and args.ask is None:
