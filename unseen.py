@@ -614,7 +614,7 @@ def grid_job(label, cfg, keep):
     last = history[-1]
     result = dict(row=label, seed=cfg.seed, **{s: last[s] for s in L.SCENARIOS}, cos_unseen=last['cos_unseen'],
                   wall=time.time() - t, config=asdict(cfg))
-    return result, (model.state_dict() if keep else None)
+    return result, ({k: v.cpu() for k, v in model.state_dict().items()} if keep else None)
 
 
 def run_grid(base, seeds, out, workers, log=print):
@@ -622,21 +622,23 @@ def run_grid(base, seeds, out, workers, log=print):
     markdown table, the seed-0 copy-attn model: the fine-tuning contrast starts from it)."""
     jobs = [(label, replace(cfg, seed=seed), label == 'copy-attn' and seed == seeds[0])
             for label, cfg in grid_rows(base) for seed in seeds]
-    results, t_start = [], time.time()
+    results = []
     with mp.get_context('spawn').Pool(workers) as pool:
         for result, weights in pool.imap_unordered(_grid_job, jobs):
             results.append(result)
             if weights is not None:
                 pretrained = weights
-            done, elapsed = len(results), time.time() - t_start
+            done = len(results)
+            left = sum(r['wall'] for r in results) / done * (len(jobs) - done) / workers
             log(f"[{done:2d}/{len(jobs)}] {result['row']:<40} seed {result['seed']} | none {result['none']:6.1%} "
                 f"query {result['query']:6.1%} all {result['all']:6.1%} | cos unseen {result['cos_unseen']:4.2f} | "
-                f"{result['wall']:4.0f} s | {elapsed / done * (len(jobs) - done) / 60:4.1f} min left")
+                f"{result['wall']:4.0f} s | about {left / 60:4.1f} min left")
     order = {(label, cfg.seed): i for i, (label, cfg, _) in enumerate(jobs)}
     results.sort(key=lambda r: order[r['row'], r['seed']])
     cfg = next(cfg for label, cfg, keep in jobs if keep)
-    model = GPT(cfg, len(L.Vocab(cfg.n_symbols))).to(cfg.device)
+    model = GPT(cfg, len(L.Vocab(cfg.n_symbols)))
     model.load_state_dict(pretrained)
+    model.to(cfg.device)
     grid_plot(results, os.path.join(out, 'grid.png'), f'{len(seeds)} seed(s) per row, {base.steps} steps, '
               f'depth 1-{base.max_depth}, {base.n_symbols} training symbols unless named')
     return results, grid_table(results, base), (model, L.Vocab(cfg.n_symbols), cfg)
@@ -645,9 +647,9 @@ def run_grid(base, seeds, out, workers, log=print):
 def finetune_job(weights, cfg, start, max_steps, eval_every):
     """`finetune` in a worker process with one thread."""
     torch.set_num_threads(1)
-    model = GPT(cfg, len(L.Vocab(cfg.n_symbols))).to(cfg.device)
+    model = GPT(cfg, len(L.Vocab(cfg.n_symbols)))
     model.load_state_dict(weights)
-    return finetune(model, L.Vocab(cfg.n_symbols), cfg, start, max_steps, eval_every)
+    return finetune(model.to(cfg.device), L.Vocab(cfg.n_symbols), cfg, start, max_steps, eval_every)
 
 
 def finetune_plot(ft, path):
@@ -876,7 +878,8 @@ def main_grid(args, argv):
           f"{collapse(model, vocab)[0]:.2f}) fine-tuned on problems in unseen symbols, up to {ft_steps} steps, "
           f"from collapsed, fresh and copied unseen rows ...")
     starts = ('collapsed', 'fresh', 'copied')
-    jobs = [(model.state_dict(), cfg, start, ft_steps, ft_every) for start in starts]
+    weights = {k: v.cpu() for k, v in model.state_dict().items()}
+    jobs = [(weights, cfg, start, ft_steps, ft_every) for start in starts]
     with mp.get_context('spawn').Pool(min(workers, len(jobs))) as pool:
         ft = dict(zip(starts, pool.starmap(finetune_job, jobs)))
     ft = {start: dict(steps_to_90=steps, history=history) for start, (steps, history) in ft.items()}
