@@ -194,7 +194,9 @@ class GPT(nn.Module):
         return list({id(p): p for p in (self.transformer.wte.weight, self.lm_head.weight)}.values())
 
     def forward(self, idx, targets=None):
-        with torch.autocast(idx.device.type, dtype=torch.bfloat16, enabled=self.cfg.precision == 'bf16'):
+        if self.cfg.precision != 'bf16':
+            return self._forward(idx, targets)
+        with torch.autocast(idx.device.type, dtype=torch.bfloat16):   # matmuls in bf16, the rest fp32
             return self._forward(idx, targets)
 
     def _forward(self, idx, targets):
@@ -258,6 +260,11 @@ def get_lr(cfg, step):
         return cfg.lr * (step + 1) / cfg.warmup
     ratio = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
     return cfg.lr * (0.1 + 0.45 * (1 + math.cos(math.pi * min(ratio, 1.0))))
+
+
+def cos_str(v):
+    """A cosine with 2 decimals; tiny negative values print as 0.00, not -0.00."""
+    return f"{v:.2f}" if round(v, 2) != 0 else "0.00"
 
 
 @torch.no_grad()
@@ -380,7 +387,7 @@ def train(cfg, log=print):
         left = f"{elapsed / step * (cfg.steps - step) / 60:4.1f} min left" if step else ''
         log(f"step {step:5d} | loss {loss:.4f} | {ms:5.1f} ms/step | "
             f"exact match none {acc['none']:6.1%} query {acc['query']:6.1%} all {acc['all']:6.1%} | "
-            f"cos unseen {cos_unseen:5.2f} train {cos_train:5.2f} | {left}")
+            f"cos unseen {cos_str(cos_unseen):>5} train {cos_str(cos_train):>5} | {left}")
         losses.clear()
         step_times.clear()
 
@@ -410,7 +417,7 @@ def verdict(cfg, history, headline):
     last = history[-1]
     lines = ['', f"{'scenario':<10}{'exact match':>12}",
              *[f"{s + (' *' if s == headline else ''):<10}{last[s]:>12.1%}" for s in L.SCENARIOS],
-             f"unseen-row cosine {last['cos_unseen']:.2f} (training rows {last['cos_train']:.2f})", '']
+             f"unseen-row cosine {cos_str(last['cos_unseen'])} (training rows {cos_str(last['cos_train'])})", '']
     acc = last[headline]
     what = {'none': 'problems in training symbols', 'query': 'problems whose query is an unseen symbol',
             'all': 'problems written entirely in unseen symbols'}[headline]
@@ -574,13 +581,13 @@ def spread(xs, fmt):
 
 
 def grid_table(results, base):
-    pct, two = (lambda v: f"{100 * v:.1f}"), (lambda v: f"{v + 0.0:.2f}".replace('-0.00', '0.00'))
+    pct = lambda v: f"{100 * v:.1f}"
     lines = [f"| configuration ({base.n_symbols} training symbols unless named) | none | query | all | "
              "unseen-row cosine | wall (s) |", '|---|---|---|---|---|---|']
     for label in dict.fromkeys(r['row'] for r in results):
         rs = [r for r in results if r['row'] == label]
         cells = [spread([r[s] for r in rs], pct) for s in L.SCENARIOS]
-        cells += [spread([r['cos_unseen'] for r in rs], two), spread([r['wall'] for r in rs], lambda v: f"{v:.0f}")]
+        cells += [spread([r['cos_unseen'] for r in rs], cos_str), spread([r['wall'] for r in rs], lambda v: f"{v:.0f}")]
         lines.append(f"| {label} | " + ' | '.join(cells) + ' |')
     return '\n'.join(lines)
 
@@ -631,7 +638,7 @@ def run_grid(base, seeds, out, workers, log=print):
             done = len(results)
             left = sum(r['wall'] for r in results) / done * (len(jobs) - done) / workers
             log(f"[{done:2d}/{len(jobs)}] {result['row']:<40} seed {result['seed']} | none {result['none']:6.1%} "
-                f"query {result['query']:6.1%} all {result['all']:6.1%} | cos unseen {result['cos_unseen']:4.2f} | "
+                f"query {result['query']:6.1%} all {result['all']:6.1%} | cos unseen {cos_str(result['cos_unseen'])} | "
                 f"{result['wall']:4.0f} s | about {left / 60:4.1f} min left")
     order = {(label, cfg.seed): i for i, (label, cfg, _) in enumerate(jobs)}
     results.sort(key=lambda r: order[r['row'], r['seed']])
