@@ -364,6 +364,15 @@ def evaluate(model, vocab, sets, device='cpu'):
 # training
 
 
+def train_step(model, optimizer, x, y):
+    """One AdamW step on one batch; returns the loss."""
+    _, loss = model(x, y)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
 def train(cfg, log=print):
     """Train one model; returns (model, vocab, history). history: list of dicts, one per evaluation."""
     random.seed(cfg.seed)
@@ -399,12 +408,7 @@ def train(cfg, log=print):
         for group in optimizer.param_groups:
             group['lr'] = get_lr(cfg, step)
         t = time.time()
-        x, y = next(data)
-        _, loss = model(x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+        losses.append(train_step(model, optimizer, *next(data)))
         step_times.append(time.time() - t)
     record(cfg.steps)
     return model, vocab, history
@@ -433,10 +437,16 @@ def verdict(cfg, history, headline):
     return '\n'.join(lines)
 
 
-def plot(history, path, title):
+def pyplot():
+    """matplotlib without a screen (imported only when a figure is drawn)."""
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
+    return plt
+
+
+def plot(history, path, title):
+    plt = pyplot()
     steps = [h['step'] for h in history]
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     for s in L.SCENARIOS:
@@ -457,12 +467,18 @@ def save_checkpoint(path, model, cfg, history):
     torch.save({'model': model.state_dict(), 'config': asdict(cfg), 'history': history}, path)
 
 
+def model_from(cfg, weights):
+    """A model of configuration `cfg` with these weights (a state_dict), on cfg.device."""
+    model = GPT(cfg, len(L.Vocab(cfg.n_symbols)))
+    model.load_state_dict(weights)
+    return model.to(cfg.device)
+
+
 def load_checkpoint(path, device='cpu'):
     try:
         ck = torch.load(path, map_location=device)
         cfg = Config(**{**ck['config'], 'device': device})
-        model = GPT(cfg, len(L.Vocab(cfg.n_symbols))).to(device)
-        model.load_state_dict(ck['model'])
+        model = model_from(cfg, ck['model'])
     except Exception as e:   # not a file torch can read, or not a checkpoint of this version of unseen.py
         raise ValueError(f"{path} is not a checkpoint written by this unseen.py ({type(e).__name__})") from e
     model.eval()
@@ -506,11 +522,7 @@ def timed_steps(cfg, steps, group=True, threads=None):
         if step == 5:       # the first steps warm up allocators and caches
             t0, tokens = time.time(), 0
         x, y = next(data)
-        _, loss = model(x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        loss.item()
+        train_step(model, optimizer, x, y)
         tokens += (x != vocab.pad).sum().item()
     return tokens, time.time() - t0
 
@@ -593,9 +605,7 @@ def grid_table(results, base):
 
 
 def grid_plot(results, path, title):
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     labels = list(dict.fromkeys(r['row'] for r in results))
     fig, ax = plt.subplots(figsize=(10, 0.45 * len(labels) + 1.5))
     for k, s in enumerate(L.SCENARIOS):
@@ -643,9 +653,7 @@ def run_grid(base, seeds, out, workers, log=print):
     order = {(label, cfg.seed): i for i, (label, cfg, _) in enumerate(jobs)}
     results.sort(key=lambda r: order[r['row'], r['seed']])
     cfg = next(cfg for label, cfg, keep in jobs if keep)
-    model = GPT(cfg, len(L.Vocab(cfg.n_symbols)))
-    model.load_state_dict(pretrained)
-    model.to(cfg.device)
+    model = model_from(cfg, pretrained)
     grid_plot(results, os.path.join(out, 'grid.png'), f'{len(seeds)} seed(s) per row, {base.steps} steps, '
               f'depth 1-{base.max_depth}, {base.n_symbols} training symbols unless named')
     return results, grid_table(results, base), (model, L.Vocab(cfg.n_symbols), cfg)
@@ -654,15 +662,11 @@ def run_grid(base, seeds, out, workers, log=print):
 def finetune_job(weights, cfg, start, max_steps, eval_every):
     """`finetune` in a worker process with one thread."""
     torch.set_num_threads(1)
-    model = GPT(cfg, len(L.Vocab(cfg.n_symbols)))
-    model.load_state_dict(weights)
-    return finetune(model.to(cfg.device), L.Vocab(cfg.n_symbols), cfg, start, max_steps, eval_every)
+    return finetune(model_from(cfg, weights), L.Vocab(cfg.n_symbols), cfg, start, max_steps, eval_every)
 
 
 def finetune_plot(ft, path):
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for start, v in ft.items():
         ax.plot(*zip(*[(step, 100 * acc) for step, acc in v['history']]), label=f'{start} rows')
@@ -723,11 +727,7 @@ def finetune(model, vocab, cfg, start, max_steps, eval_every, target=0.9):
             break
         for group in optimizer.param_groups:
             group['lr'] = get_lr(ft, step)
-        x, y = next(data)
-        _, loss = model(x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        train_step(model, optimizer, *next(data))
     return None, history
 
 # -----------------------------------------------------------------------------
