@@ -80,7 +80,7 @@ class Config:
     seed: int = 0
     device: str = 'cpu'
     precision: str = 'fp32'    # 'bf16': matrix products in bfloat16 under autocast (weights, AdamW state,
-                               # softmax and loss stay fp32); ~1.4x faster on CPUs with AVX512-BF16 or AMX
+                               # softmax and loss stay fp32); ~1.3x faster on CPUs with AVX512-BF16 (--bench)
 
     def gen(self):
         return L.GenConfig(max_depth=self.max_depth, max_premises=self.max_premises)
