@@ -112,7 +112,7 @@ class CausalSelfAttention(nn.Module):
             # written out: PyTorch's fused CPU kernel is several times slower in bfloat16 (its backward)
             att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))                                # (B, nh, T, T)
             att = att.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float('-inf'))
-            y = F.softmax(att, dim=-1) @ v
+            y = F.softmax(att, dim=-1, dtype=torch.float32) @ v     # CPU autocast leaves softmax in bf16: slow, coarse
         else:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)                             # (B, nh, T, hs)
         return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
@@ -135,7 +135,8 @@ class CopyAttention(nn.Module):
         q, k = self.c_qk(self.ln(x)).split(C, dim=2)                       # (B, T, C) each
         att = (q @ k.transpose(1, 2)) / math.sqrt(C)                         # (B, T, T)
         att = att.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float('-inf'))
-        return self.gain * (F.softmax(att, dim=-1) @ tok_emb)                # (B, T, C): a mix of raw embeddings
+        att = F.softmax(att, dim=-1, dtype=torch.float32)                    # fp32 under bf16 autocast too
+        return self.gain * (att @ tok_emb)                                   # (B, T, C): a mix of raw embeddings
 
 
 class MLP(nn.Module):
