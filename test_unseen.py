@@ -352,11 +352,13 @@ def test_bf16_model_agrees_with_fp32_and_trains():
     assert h[-1]['loss'] < 0.8 * h[1]['loss']
 
 
-def test_precision_auto_only_picks_bf16_where_it_is_fast():
+def test_precision_auto_only_picks_bf16_where_it_is_fast(monkeypatch):
     assert U.pick_precision('fp32', 'cpu') == 'fp32' and U.pick_precision('bf16', 'cpu') == 'bf16'
     assert U.pick_precision('auto', 'mps') == 'fp32'
-    fast = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
-    assert U.pick_precision('auto', 'cpu') == ('bf16' if fast else 'fp32')
+    for avx512_bf16, amx, want in [(False, False, 'fp32'), (True, False, 'bf16'), (False, True, 'bf16')]:
+        monkeypatch.setattr(torch.cpu, '_is_avx512_bf16_supported', lambda: avx512_bf16, raising=False)
+        monkeypatch.setattr(torch.cpu, '_is_amx_tile_supported', lambda: amx, raising=False)
+        assert U.pick_precision('auto', 'cpu') == want
 
 
 def test_grid_has_every_row_the_paper_table_needs():

@@ -623,9 +623,11 @@ def grid_plot(results, path, title):
     plt.close(fig)
 
 
-def grid_job(label, cfg, keep):
-    """One run of the grid, in a worker process with one thread: the matrices here are too small to
-    split well over cores, so one run per core gets more done (see --bench). `keep`: return the weights."""
+def grid_job(job):
+    """One run of the grid, job = (label, config, keep the weights?), in a worker process with one
+    thread: the matrices here are too small to split well over cores, so one run per core gets more
+    done (see --bench)."""
+    label, cfg, keep = job
     torch.set_num_threads(1)
     t = time.time()
     model, vocab, history = train(cfg, log=lambda *a: None)
@@ -642,7 +644,7 @@ def run_grid(base, seeds, out, workers, log=print):
             for label, cfg in grid_rows(base) for seed in seeds]
     results = []
     with mp.get_context('spawn').Pool(workers) as pool:
-        for result, weights in pool.imap_unordered(_grid_job, jobs):
+        for result, weights in pool.imap_unordered(grid_job, jobs):
             results.append(result)
             if weights is not None:
                 pretrained = weights
@@ -678,10 +680,6 @@ def finetune_plot(ft, path):
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
-
-
-def _grid_job(job):
-    return grid_job(*job)
 
 
 @torch.no_grad()
