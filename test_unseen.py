@@ -148,22 +148,126 @@ def test_no_unseen_symbol_reaches_a_training_batch(monkeypatch):
     assert not torch.isin(ids, torch.tensor(vocab.unseen_ids)).any()
 
 
-def test_copy_attention_reads_the_raw_embeddings():
+def test_length_grouping_only_when_asked_for_every_draw():
+    """Grouped batches pad only to their own longest problem; ungrouped ones are random. Checked over
+    several draws of `ahead` batches (a bug once reset the switch after the first draw)."""
+    vocab = L.Vocab(TINY.n_symbols)
+    def spreads(group):
+        data = U.batches(random.Random(0), TINY, vocab, ahead=4, group=group)
+        out = []
+        for _ in range(12):                              # three draws of four batches
+            x, _ = next(data)
+            lengths = (x != vocab.pad).sum(1)
+            out.append((lengths.max() - lengths.min()).item())
+        return out
+    grouped, random_ = spreads(True), spreads(False)
+    assert sum(s > 0 for s in grouped) <= 3              # one length per batch, but where a draw's sort crosses
+    assert all(s > 0 for s in random_)                   # later draws too: short and long problems mixed
+
+
+def one_hot_copy(model, j):
+    """Make the copy layer attend only to position j (or to itself before j): a known pointer."""
+    def attention(x):
+        B, T, _ = x.shape
+        att = torch.zeros(B, T, T)
+        for t in range(T):
+            att[:, t, min(t, j)] = 1.0
+        return att
+    model.copy.attention = attention
+
+
+def test_residual_copy_adds_the_attended_raw_embedding_to_the_residual_stream():
+    cfg = replace(TINY, copy_attn=True, copy_form='residual')
+    torch.manual_seed(0)
+    model = U.GPT(cfg, len(L.Vocab(cfg.n_symbols)))
+    idx = torch.randperm(90)[:33].view(3, 11)
+    got = {}
+    model.transformer.ln_f.register_forward_hook(lambda m, inp, out: got.update(x=inp[0]))
+    one_hot_copy(model, 4)
+    model(idx)
+    with_copy = got['x'].clone()
+    model.copy.gain.data.zero_()                     # the same model with the copy silenced
+    model(idx)
+    # what reached ln_f (and so the logits) differs by exactly the raw embedding of the attended token
+    emb = model.transformer.wte(idx)
+    want = torch.cat([emb[:, :4], emb[:, 4:5].expand(3, 7, -1)], dim=1)
+    assert torch.allclose(with_copy - got['x'], want, atol=1e-5)
+
+
+def test_copy_attention_is_causal_and_a_convex_mix():
     cfg = replace(TINY, copy_attn=True)
     torch.manual_seed(0)
     model = U.GPT(cfg, len(L.Vocab(cfg.n_symbols)))
-    idx = torch.randperm(90)[:33].view(3, 11)        # distinct tokens: their embeddings are independent
-    got = {}
-    model.copy.register_forward_hook(lambda m, inp, out: got.update(x=inp[0], emb=inp[1], out=out))
-    logits, _ = model(idx)
-    assert logits.shape == (3, 11, len(L.Vocab(cfg.n_symbols)))
-    tok_emb = model.transformer.wte(idx)
-    assert torch.equal(got['emb'], tok_emb)                      # values: raw embeddings X W_E
-    assert got['out'].shape == (3, 11, cfg.n_embd)
-    assert torch.allclose(got['out'][:, 0], tok_emb[:, 0])        # causal: position 0 copies itself
-    # every output is a convex mix of the embeddings so far: it lies in their span
-    w = torch.linalg.lstsq(tok_emb[0, :5].T, got['out'][0, 4].unsqueeze(1)).solution
-    assert torch.allclose(w.sum(), torch.tensor(1.0), atol=1e-4) and (w > -1e-4).all()
+    att = model.copy.attention(torch.randn(2, 9, cfg.n_embd))
+    assert torch.allclose(att.sum(-1), torch.ones(2, 9)) and (att >= 0).all()
+    assert (att.triu(1) == 0).all()                  # no position attends to a later one
+
+
+def test_pointer_copy_emits_a_token_whose_row_equals_anothers():
+    """The pointer form writes the attended token's id into the logits: it can emit an unseen name
+    even when that name's unembedding row is identical to another unseen name's (total collapse).
+    The residual form cannot: it reaches the vocabulary only through the (identical) rows."""
+    vocab = L.Vocab(TINY.n_symbols)
+    u1, u2 = vocab.stoi['u1'], vocab.stoi['u2']
+    idx = torch.tensor([[u1, vocab.stoi['.'], vocab.stoi['x3'], vocab.stoi['?'], vocab.stoi[':']]])
+    for form in ('pointer', 'residual'):
+        torch.manual_seed(0)
+        model = U.GPT(replace(TINY, copy_attn=True, copy_form=form), len(vocab))
+        with torch.no_grad():
+            model.lm_head.weight[u2] = model.lm_head.weight[u1]      # collapsed: u1 and u2 share a row
+            model.copy.gain.fill_(50.0)
+        one_hot_copy(model, 0)                                      # every position points at u1
+        logits, _ = model(idx)
+        if form == 'pointer':
+            assert (logits[0].argmax(-1) == u1).all()
+            assert (logits[0, :, u1] - logits[0, :, u2] > 40).all()
+        else:
+            assert torch.allclose(logits[0, :, u1], logits[0, :, u2])   # cannot tell them apart
+
+
+def test_identity_terms_match_and_copy_with_no_learned_weights():
+    """With W_Q = W_K = W_V = W_O = 0, a head with a = b = 1 still attends to the tokens equal to the
+    current one and passes them on: the match-and-copy the standard model must otherwise learn."""
+    cfg = replace(TINY, identity=True, identity_init=1.0)
+    attn = U.CausalSelfAttention(cfg)
+    for w in (attn.c_attn.weight, attn.c_attn.bias, attn.c_proj.weight, attn.c_proj.bias):
+        w.data.zero_()
+    with torch.no_grad():
+        attn.id_a.fill_(30.0)                             # a sharp match
+    x = torch.nn.functional.normalize(torch.randn(1, 8, cfg.n_embd), dim=-1) * cfg.n_embd ** 0.5
+    x[0, 6] = x[0, 2]                                     # position 6 repeats the token at position 2
+    y = attn(x)
+    assert torch.allclose(y[0, 6], cfg.n_head * x[0, 2], atol=1e-3)   # b = 1 in each head: n_head copies
+    with torch.no_grad():
+        attn.id_a.zero_()                                 # a = 0: uniform attention, the mean of the prefix
+    assert torch.allclose(attn(x)[0, 6], cfg.n_head * x[0, :7].mean(0), atol=1e-4)
+
+
+def test_identity_terms_at_zero_are_the_standard_model_and_are_trained():
+    plain_cfg = replace(TINY, identity=False)
+    torch.manual_seed(0)
+    plain = U.GPT(plain_cfg, len(L.Vocab(TINY.n_symbols)))
+    ident = U.GPT(replace(TINY, identity=True, identity_init=0.0), len(L.Vocab(TINY.n_symbols)))
+    missing = ident.load_state_dict(plain.state_dict(), strict=False).missing_keys
+    assert sorted(missing) == sorted(f'transformer.h.{i}.attn.id_{c}' for i in range(TINY.n_layer) for c in 'ab')
+    idx = torch.randint(0, 40, (2, 12))
+    assert torch.allclose(plain(idx)[0], ident(idx)[0], atol=1e-5)
+    model, _, _ = U.train(replace(TINY, identity=True, steps=30), log=lambda s: None)
+    a = model.transformer.h[0].attn.id_a
+    assert a.shape == (TINY.n_head,) and not torch.equal(a, torch.ones(TINY.n_head))   # trained away from 1
+
+
+def test_evaluation_splits_each_scenario_into_provable_and_unprovable(trained):
+    model, vocab, cfg, _ = trained
+    sets = U.eval_sets(replace(cfg, eval_n=80), vocab)
+    acc = U.evaluate(model, vocab, sets)
+    for s, problems in sets.items():
+        ok = U.exact_match(model, *U.make_batch(problems, vocab))
+        T = [bool(o) for o, p in zip(ok, problems) if p.chain and p.chain[-1] == p.query]   # provable: derives the query
+        F = [bool(o) for o, p in zip(ok, problems) if not (p.chain and p.chain[-1] == p.query)]
+        assert T and F
+        assert acc[s + '_T'] == pytest.approx(sum(T) / len(T)) and acc[s + '_F'] == pytest.approx(sum(F) / len(F))
+        assert acc[s] == pytest.approx((sum(T) + sum(F)) / len(problems))
 
 
 def test_untied_model_has_two_matrices_and_tied_one():

@@ -167,7 +167,8 @@ def lemma(args):
         for lam in (args.lam, 0.0):
             tr = train(H, y, args.classes, args.unseen, opt, args.eta, lam, args.steps, args.batch, args.seed)
             runs[opt, lam] = tr
-            failed += len(report(f'{opt}, lambda={lam:g}', tr)) if opt != 'adamw' else 0
+            bad = report(f'{opt}, lambda={lam:g}', tr)     # printed for every optimizer, counted for the lemma's
+            failed += len(bad) if opt != 'adamw' else 0
             if opt == 'adamw':
                 print(f"{'':<22} (AdamW: the bound is the GD lemma's, shown for comparison, not a claim)")
     path = os.path.join(args.out, 'lemma.png')

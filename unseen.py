@@ -62,7 +62,11 @@ class Config:
     n_layer: int = 3
     n_head: int = 4
     n_embd: int = 64
-    copy_attn: bool = False    # add the copy-attention layer (values = raw token embeddings)
+    copy_attn: bool = False    # add the copy-attention layer (copies raw input tokens)
+    copy_form: str = 'residual'  # 'residual': adds att @ X W_E to the residual; 'pointer': adds copy logits
+    identity: bool = True      # Boix-Adsera et al.'s identity terms in every attention head (a_h I, b_h I):
+                               # the same function class, but without them the model barely learns the task
+    identity_init: float = 1.0   # a_h = b_h = this at the start (trained)
     tie_emb: bool = True       # unembedding = input embedding (GPT-2 style)
     # the paper's interventions on the (un)embeddings
     freeze_emb: bool = False   # orthogonal init, never updated
@@ -96,47 +100,72 @@ class Config:
 # the model: nanoGPT, plus copy attention
 
 
+def causal_softmax(att):
+    """Softmax over the keys at or before each query, in float32 (CPU bf16 autocast would leave it coarse)."""
+    T = att.size(-1)
+    att = att.masked_fill(torch.ones(T, T, dtype=torch.bool, device=att.device).triu(1), float('-inf'))
+    return F.softmax(att, dim=-1, dtype=torch.float32)
+
+
 class CausalSelfAttention(nn.Module):
+    """nanoGPT's attention, plus (with cfg.identity) Boix-Adsera et al.'s identity terms: each head h gets
+    W_Q W_K^T + a_h I in its scores and W_V W_O + b_h I in its output. The same function class (still a
+    bilinear form and a linear map), a different starting point: at a = b = 1 a head already matches a
+    token with its equals and passes it on, which the standard model must otherwise learn from scratch."""
 
     def __init__(self, cfg):
         super().__init__()
         self.n_head = cfg.n_head
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
+        self.identity = cfg.identity
+        if cfg.identity:
+            self.id_a = nn.Parameter(torch.full((cfg.n_head,), cfg.identity_init))   # + a_h <x_s, x_t> / sqrt(C)
+            self.id_b = nn.Parameter(torch.full((cfg.n_head,), cfg.identity_init))   # + b_h att_h @ x
 
     def forward(self, x):
         B, T, C = x.size()
         q, k, v = self.c_attn(x).split(C, dim=2)
         q, k, v = [t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v)]  # (B, nh, T, hs)
-        if q.dtype == torch.bfloat16 and q.device.type == 'cpu':
-            # written out: PyTorch's fused CPU kernel is several times slower in bfloat16 (its backward)
+        if self.identity or (q.dtype == torch.bfloat16 and q.device.type == 'cpu'):
+            # written out (PyTorch's fused CPU kernel is also several times slower in bfloat16, its backward)
             att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))                                # (B, nh, T, T)
-            att = att.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float('-inf'))
-            y = F.softmax(att, dim=-1, dtype=torch.float32) @ v     # CPU autocast leaves softmax in bf16: slow, coarse
+            if self.identity:
+                att = att + self.id_a.view(-1, 1, 1) * (x @ x.transpose(1, 2)).unsqueeze(1) / math.sqrt(C)
+            att = causal_softmax(att)                                                               # (B, nh, T, T)
+            y = att.to(v.dtype) @ v                                                                 # (B, nh, T, hs)
         else:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)                             # (B, nh, T, hs)
-        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+        y = self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+        if self.identity:
+            y = y + (self.id_b.view(-1, 1, 1) * att).sum(1).to(x.dtype) @ x                        # (B, T, C)
+        return y
 
 
 class CopyAttention(nn.Module):
-    """Queries and keys from the hidden states, values = the raw input token embeddings X W_E.
-    A context token can reach the output without passing through any MLP or projection. One head,
-    no output projection, a learned scalar gain: the simplest form (the paper's exact parametrisation
-    is not known)."""
+    """Queries and keys from the hidden states; what is copied is the raw input token, not a processed
+    hidden state. One head, the simplest form (the paper's exact parametrisation is not known), two forms:
+      residual  adds att @ X W_E (the attended raw embeddings) to the residual stream, before ln_f and the
+                (tied) unembedding: it can only write an unseen token through its (collapsed) row
+      pointer   adds beta * att @ onehot(idx) to the logits: it writes the attended token's id directly,
+                whatever that token's unembedding row looks like (a pointer network's copy)"""
 
     def __init__(self, cfg):
         super().__init__()
+        self.form = cfg.copy_form
         self.ln = nn.LayerNorm(cfg.n_embd)
         self.c_qk = nn.Linear(cfg.n_embd, 2 * cfg.n_embd)
-        self.gain = nn.Parameter(torch.ones(1))   # how loudly the copied embedding speaks in the residual
+        # residual: how loudly the copied embedding speaks; pointer: the copy logit of a fully attended token
+        self.gain = nn.Parameter(torch.full((1,), 1.0 if cfg.copy_form == 'residual' else 5.0))
 
-    def forward(self, x, tok_emb):
+    def attention(self, x):
         B, T, C = x.size()
-        q, k = self.c_qk(self.ln(x)).split(C, dim=2)                       # (B, T, C) each
-        att = (q @ k.transpose(1, 2)) / math.sqrt(C)                         # (B, T, T)
-        att = att.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float('-inf'))
-        att = F.softmax(att, dim=-1, dtype=torch.float32)                    # fp32 under bf16 autocast too
-        return self.gain * (att @ tok_emb)                                   # (B, T, C): a mix of raw embeddings
+        q, k = self.c_qk(self.ln(x)).split(C, dim=2)                         # (B, T, C) each
+        return causal_softmax((q @ k.transpose(1, 2)) / math.sqrt(C))        # (B, T, T)
+
+    def logits(self, att, idx, V):
+        """pointer form: copy logits (N, V) from attention rows att (N, T) over context tokens idx (N, T)."""
+        return torch.zeros(att.size(0), V, device=att.device).scatter_add_(1, idx, self.gain * att)
 
 
 class MLP(nn.Module):
@@ -206,14 +235,19 @@ class GPT(nn.Module):
         x = tok_emb + self.transformer.wpe(torch.arange(T, device=idx.device))       # (B, T, C)
         for block in self.transformer.h:
             x = block(x)
+        pointer = self.copy is not None and self.copy.form == 'pointer'
         if self.copy is not None:
-            x = x + self.copy(x, tok_emb)                                            # copy raw embeddings
+            att = self.copy.attention(x)                                             # (B, T, T)
+            if not pointer:
+                x = x + self.copy.gain * (att.to(tok_emb.dtype) @ tok_emb)            # copy raw embeddings
         x = self.transformer.ln_f(x)
-        if targets is None:
-            return self.lm_head(x).float(), None                                     # (B, T, V)
         # training: the prompt carries no loss, so only the target positions need logits (much faster)
-        mask = targets != -1                                                         # (B, T)
-        logits = self.lm_head(x[mask])                                               # (N, V)
+        mask = targets != -1 if targets is not None else torch.ones(B, T, dtype=torch.bool, device=idx.device)
+        logits = self.lm_head(x[mask]).float()                                       # (N, V)
+        if pointer:   # write the attended context tokens' ids straight into the logits
+            logits = logits + self.copy.logits(att[mask], idx.unsqueeze(1).expand(B, T, T)[mask], logits.size(1))
+        if targets is None:
+            return logits.view(B, T, -1), None                                       # (B, T, V)
         return logits, F.cross_entropy(logits, targets[mask])
 
 # -----------------------------------------------------------------------------
@@ -311,10 +345,10 @@ def batches(rng, cfg, vocab, ahead=8, group=True, names=None):
         problems = [L.generate(rng, cfg.gen(), names) for _ in range(ahead * cfg.batch_size)]
         if group:
             problems.sort(key=lambda p: len(vocab.encode(p)[0]))
-        groups = [problems[i:i + cfg.batch_size] for i in range(0, len(problems), cfg.batch_size)]
-        rng.shuffle(groups)
-        for group in groups:
-            yield make_batch(group, vocab, cfg.device)
+        chunks = [problems[i:i + cfg.batch_size] for i in range(0, len(problems), cfg.batch_size)]
+        rng.shuffle(chunks)
+        for chunk in chunks:   # (not `group`: that would overwrite the switch for every later draw)
+            yield make_batch(chunk, vocab, cfg.device)
 
 
 def eval_sets(cfg, vocab):
@@ -353,13 +387,23 @@ def generate(model, vocab, prompt_ids):
 
 
 def evaluate(model, vocab, sets, device='cpu'):
-    """Exact-match accuracy on each test scenario."""
+    """Exact-match accuracy on each test scenario, and split by answer: s_T on the provable problems,
+    s_F on the unprovable ones (whose chains never contain the query: a model that cannot write an
+    unseen query name can still get them right)."""
     model.eval()
     acc = {}
     for s, problems in sets.items():
-        acc[s] = exact_match(model, *make_batch(problems, vocab, device)).float().mean().item()
+        ok = exact_match(model, *make_batch(problems, vocab, device))
+        for key, keep in ((s, None), (f'{s}_T', True), (f'{s}_F', False)):
+            sel = [i for i, p in enumerate(problems) if keep is None or p.answer == keep]
+            acc[key] = ok[sel].float().mean().item() if sel else float('nan')
     model.train()
     return acc
+
+
+def acc_str(acc, s):
+    """'98.2% (T 97.0 F 99.4)': a scenario's exact match, then on its provable and unprovable problems."""
+    return f"{acc[s]:6.1%} (T {100 * acc[s + '_T']:5.1f} F {100 * acc[s + '_F']:5.1f})"
 
 # -----------------------------------------------------------------------------
 # training
@@ -396,7 +440,7 @@ def train(cfg, log=print):
                             ms_per_step=ms, elapsed=elapsed))
         left = f"{elapsed / step * (cfg.steps - step) / 60:4.1f} min left" if step else ''
         log(f"step {step:5d} | loss {loss:.4f} | {ms:5.1f} ms/step | "
-            f"exact match none {acc['none']:6.1%} query {acc['query']:6.1%} all {acc['all']:6.1%} | "
+            f"exact match " + ' '.join(f"{s} {acc_str(acc, s)}" for s in L.SCENARIOS) + " | "
             f"cos unseen {cos_str(cos_unseen):>5} train {cos_str(cos_train):>5} | {left}")
         losses.clear()
         step_times.clear()
@@ -757,7 +801,8 @@ def pick_device(name):
 
 def describe(cfg):
     """The switches of a run, e.g. 'copy-attn + freeze-emb' ('standard' if none)."""
-    on = [('copy-attn', cfg.copy_attn), ('freeze-emb', cfg.freeze_emb), ('untied', not cfg.tie_emb),
+    on = [('no-identity', not cfg.identity), ('copy-attn', cfg.copy_attn and cfg.copy_form == 'residual'),
+          ('copy-pointer', cfg.copy_attn and cfg.copy_form == 'pointer'), ('freeze-emb', cfg.freeze_emb), ('untied', not cfg.tie_emb),
           (f'forget-every {cfg.forget_every}', cfg.forget_every),
           (f'until {cfg.forget_until}', cfg.forget_every and cfg.forget_until)]
     return ' + '.join(name for name, flag in on if flag) or 'standard'
@@ -768,9 +813,13 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description='Train a transformer on Horn-clause logic and test it on unseen symbols.',
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument('--unseen', choices=L.SCENARIOS, default='all', help='test scenario the verdict reports')
-    p.add_argument('--copy-attn', action=argparse.BooleanOptionalAction, default=None,
-                   help="add copy attention (values = raw token embeddings); default: on with --freeze-emb or "
-                        "--forget-every (the paper's recipe), off otherwise (the standard transformer)")
+    p.add_argument('--copy-attn', action='store_true', help='add copy attention (it copies raw input tokens)')
+    p.add_argument('--copy-form', choices=('residual', 'pointer'), default=d.copy_form,
+                   help='residual: add the attended raw embeddings to the residual stream; pointer: add copy '
+                        "logits for the attended tokens' ids")
+    p.add_argument('--identity', action=argparse.BooleanOptionalAction, default=d.identity,
+                   help="Boix-Adsera et al.'s identity terms (a_h I, b_h I) in every attention head")
+    p.add_argument('--identity-init', type=float, default=d.identity_init, help='a_h = b_h at the start')
     p.add_argument('--freeze-emb', action='store_true', help='orthogonal (un)embeddings, never updated')
     p.add_argument('--untie-emb', action='store_true', help='separate input embedding and unembedding')
     p.add_argument('--forget-every', type=int, default=0, metavar='K', help='reset (un)embeddings every K steps')
@@ -839,6 +888,10 @@ def parse_args(argv=None):
         p.error('--lr must be > 0 and --weight-decay >= 0')
     if args.freeze_emb and args.forget_every:
         p.error('--freeze-emb and --forget-every contradict each other: frozen embeddings are never reset')
+    if args.copy_form != p.get_default('copy_form') and not args.copy_attn:
+        p.error('--copy-form goes with --copy-attn')
+    if args.identity_init != p.get_default('identity_init') and not args.identity:
+        p.error('--identity-init goes with --identity (it is the identity terms\' starting value)')
     if args.forget_until and not args.forget_every:
         p.error('--forget-until needs --forget-every K')
     if args.device not in ('auto', 'cpu', 'cuda', 'mps') and not args.device.startswith('cuda:'):
@@ -856,8 +909,6 @@ def config_from_args(args):
     names = {f.name for f in fields(Config)}
     cfg = Config(**{k: v for k, v in vars(args).items() if k in names})
     cfg.tie_emb = not args.untie_emb
-    if args.copy_attn is None:   # the paper's fix is copy attention *and* distinct embeddings: on together
-        cfg.copy_attn = bool(args.freeze_emb or args.forget_every)
     cfg.device = pick_device(args.device)
     cfg.precision = pick_precision(args.precision, cfg.device)
     return cfg
@@ -927,6 +978,11 @@ def main(argv=None):
     n_params = sum(p.numel() for p in GPT(cfg, len(L.Vocab(cfg.n_symbols))).parameters())
     print(f"model: {name} ({n_params / 1e3:.0f}k parameters); {cfg.steps} steps on {cfg.device} in {cfg.precision}, "
           f"{cfg.n_symbols} training symbols, 100 unseen; writing to {out}")
+    print(f"       identity terms {'on' if cfg.identity else 'off'} in every attention head " +
+          (f"(Boix-Adsera et al.: + a_h I in the scores, + b_h I in the values, a = b = {cfg.identity_init:g} at "
+           "the start; the same function class, easier to learn; --no-identity: the textbook form)"
+           if cfg.identity else "(--no-identity: the textbook parametrisation, slow to learn this task)") +
+          f"; copy attention {'on, ' + cfg.copy_form + ' form' if cfg.copy_attn else 'off'}")
     t0 = time.time()
     model, vocab, history = train(cfg)
     wall = time.time() - t0
