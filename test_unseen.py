@@ -2,9 +2,11 @@
 
 import copy
 import json
+import os
 import random
 import subprocess
 import sys
+import threading
 from dataclasses import replace
 
 import pytest
@@ -438,6 +440,23 @@ def test_main_writes_checkpoint_plot_and_verdict(tmp_path):
     assert 'step    10 |' in r.stdout and 'verdict:' in r.stdout and 'query *' in r.stdout
     assert (tmp_path / 'ckpt.pt').is_file() and (tmp_path / 'training.png').stat().st_size > 10_000
 
+def test_progress_lines_reach_a_pipe_while_the_run_goes_on(tmp_path):
+    """`python unseen.py | tee run.log` shows each line when it is printed, not at the end."""
+    env = {k: v for k, v in os.environ.items() if k != 'PYTHONUNBUFFERED'}   # as on most machines
+    proc = subprocess.Popen([sys.executable, 'unseen.py', '--steps', '100000', '--eval-n', '10', '--n-embd', '32',
+                             '--n-layer', '1', '--out', str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env)
+    timer = threading.Timer(60, proc.kill)           # a buffered line would only come at the end: stop waiting
+    timer.start()
+    try:
+        first = proc.stdout.readline()               # blocks until a line arrives (or the run ends)
+        running = proc.poll() is None
+    finally:
+        timer.cancel()
+        proc.kill()
+        proc.wait()
+    assert first.startswith('model: ') and running
+
+
 # -----------------------------------------------------------------------------
 # speed: bfloat16; the grid and the fine-tuning contrast
 
@@ -466,16 +485,19 @@ def test_precision_auto_only_picks_bf16_where_it_is_fast(monkeypatch):
 
 
 def test_grid_has_every_row_the_paper_table_needs():
-    labels = [label for label, _ in U.grid_rows(replace(U.Config(), **U.GRID))]
+    rows = dict(U.grid_rows(replace(U.Config(), **U.GRID)))
     K, N = U.GRID_FORGET_EVERY, U.GRID['steps'] // 2
-    for row in ['standard', 'copy-attn', 'freeze-emb', 'copy-attn + freeze-emb', f'forget-every {K}',
-                f'copy-attn + forget-every {K}', f'forget-every {K} + until {N}',
-                f'copy-attn + forget-every {K} + until {N}', 'untied', 'copy-attn + untied']:
-        assert row in labels
-    for model in ('standard', 'copy-attn + freeze-emb'):    # the diversity sweep: >= 3 pool sizes each
-        sizes = [U.GRID['n_symbols']] + [n for n in U.GRID_DIVERSITY if f'{model}, {n} symbols' in labels]
-        assert len(set(sizes)) >= 3
-    assert len(labels) == len(set(labels))
+    for row in ['standard', 'no-identity', 'copy-attn', 'copy-pointer', 'freeze-emb', 'copy-attn + freeze-emb',
+                f'forget-every {K}', f'forget-every {K} + until {N}', f'copy-pointer + forget-every {K} + until {N}',
+                'untied']:
+        assert row in rows
+    # each label says what its configuration is
+    assert not rows['no-identity'].identity and rows['standard'].identity
+    assert rows['copy-pointer'].copy_attn and rows['copy-pointer'].copy_form == 'pointer'
+    assert rows[f'forget-every {K} + until {N}'].forget_until == N and not rows['untied'].tie_emb
+    for model in ('freeze-emb',):                           # the diversity sweep: >= 2 pool sizes
+        sizes = [U.GRID['n_symbols']] + [n for n in U.GRID_DIVERSITY if f'{model}, {n} symbols' in rows]
+        assert len(set(sizes)) >= 2 and all(rows[f'{model}, {n} symbols'].n_symbols == n for n in sizes[1:])
 
 
 def test_fine_tuning_starts_from_collapsed_fresh_or_copied_rows():
@@ -505,13 +527,16 @@ def test_fine_tuning_starts_from_collapsed_fresh_or_copied_rows():
 def test_grid_writes_table_figure_and_fine_tuning_contrast(tmp_path, monkeypatch):
     tiny = dict(n_symbols=40, max_depth=2, steps=4, eval_every=4, eval_n=10, n_layer=1, n_embd=32, batch_size=8)
     monkeypatch.setattr(U, 'GRID', tiny)
-    monkeypatch.setattr(U, 'GRID_DIVERSITY', (20, 40, 60))
+    monkeypatch.setattr(U, 'GRID_DIVERSITY', (20, 60))
     monkeypatch.setattr(U, 'GRID_FT', (4, 2))
     U.main(['--grid', '--out', str(tmp_path), '--precision', 'fp32'])
     table = (tmp_path / 'grid.md').read_text()
     rows = [line for line in table.splitlines() if line.startswith('| ') and '---' not in line]
     assert len(rows) == 1 + len(U.grid_rows(replace(U.Config(), **tiny))) + 1 + 3   # two tables with headers
-    assert '| copy-attn + freeze-emb, 60 symbols |' in table and '(' in rows[1]       # mean (min-max) of 2 seeds
+    assert '| freeze-emb, 60 symbols |' in table and '(' in rows[1]       # mean (min-max) of 2 seeds
+    data = json.loads((tmp_path / 'grid.json').read_text())
+    for r in data['results']:                        # each scenario split into provable and unprovable problems
+        assert all(0 <= r[k] <= 1 for k in U.accuracy_keys())
     assert all(f'| {start} |' in table for start in ('collapsed', 'fresh', 'copied'))
     data = json.loads((tmp_path / 'grid.json').read_text())
     assert {r['seed'] for r in data['results']} == {0, 1}

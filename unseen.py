@@ -68,6 +68,7 @@ class Config:
                                # the same function class, but without them the model barely learns the task
     identity_init: float = 1.0   # a_h = b_h = this at the start (trained)
     tie_emb: bool = True       # unembedding = input embedding (GPT-2 style)
+    emb_norm: float = 1.0      # (un)embedding rows start orthogonal with this mean norm
     # the paper's interventions on the (un)embeddings
     freeze_emb: bool = False   # orthogonal init, never updated
     forget_every: int = 0      # re-init (un)embeddings + their AdamW state every K steps (0: never)
@@ -261,7 +262,7 @@ def init_embeddings(model):
     (a tight frame: rows as evenly spread as possible), scaled so that rows have mean norm 1."""
     for w in model.embeddings():
         V, C = w.shape
-        nn.init.orthogonal_(w, gain=math.sqrt(max(V / C, 1.0)))
+        nn.init.orthogonal_(w, gain=model.cfg.emb_norm * math.sqrt(max(V / C, 1.0)))
 
 
 def forget_embeddings(model, optimizer):
@@ -401,9 +402,13 @@ def evaluate(model, vocab, sets, device='cpu'):
     return acc
 
 
+def accuracy_keys():
+    return [k for s in L.SCENARIOS for k in (s, s + '_T', s + '_F')]
+
+
 def acc_str(acc, s):
-    """'98.2% (T 97.0 F 99.4)': a scenario's exact match, then on its provable and unprovable problems."""
-    return f"{acc[s]:6.1%} (T {100 * acc[s + '_T']:5.1f} F {100 * acc[s + '_F']:5.1f})"
+    """' 98.2% (T  97 F  99)': a scenario's exact match, then on its provable and unprovable problems."""
+    return f"{acc[s]:6.1%} (T {100 * acc[s + '_T']:3.0f} F {100 * acc[s + '_F']:3.0f})"
 
 # -----------------------------------------------------------------------------
 # training
@@ -606,28 +611,31 @@ def bench(cfg, steps=150, rounds=2, log=print):
 # -----------------------------------------------------------------------------
 # --grid: the paper's table (configurations x test scenarios), and the fine-tuning contrast
 
-# one common setting for every row, smaller than the demo's (depth 1-2, 1000 training symbols, 4000 steps)
-# so that 2 seeds of every row fit in half an hour on 2 CPU cores; --quick is for a class: one seed and
-# 1200 steps, the same rows, most of them still learning (about 4 minutes)
-GRID = dict(n_symbols=1000, max_depth=2, steps=4000, eval_every=1000, eval_n=500)
-GRID_QUICK = dict(n_symbols=1000, max_depth=2, steps=1200, eval_every=600, eval_n=300)
+# one common setting for every row: the demo's model and symbol pool on shallower problems (depth 1-2) and
+# 3000 steps, so that 2 seeds of every row fit in half an hour on 2 CPU cores (the standard model solves
+# 99% of them in training symbols by then); --quick is for a class: one seed, 1200 steps, most rows
+# still learning (about 4 minutes)
+GRID = dict(n_symbols=5000, max_depth=2, steps=3000, eval_every=1000, eval_n=500)
+GRID_QUICK = dict(n_symbols=5000, max_depth=2, steps=1200, eval_every=600, eval_n=300)
 GRID_FORGET_EVERY = 100                          # forget-until stops resetting halfway through
-GRID_DIVERSITY = (100, 1000, 3000)               # training-pool sizes of the diversity sweep
-GRID_FT, GRID_FT_QUICK = (2000, 50), (300, 50)   # fine-tuning: most steps, evaluate every
+GRID_DIVERSITY = (1000,)                         # another training-pool size, for freeze-emb
+GRID_FT, GRID_FT_QUICK = (1500, 50), (300, 50)   # fine-tuning: most steps, evaluate every
 
 
 def grid_rows(base):
     """(label, config) for every row of the table."""
     c = lambda **kw: replace(base, **kw)
     K, N = GRID_FORGET_EVERY, base.steps // 2
-    rows = [c(), c(copy_attn=True), c(freeze_emb=True), c(copy_attn=True, freeze_emb=True),
-            c(forget_every=K), c(copy_attn=True, forget_every=K),
-            c(forget_every=K, forget_until=N), c(copy_attn=True, forget_every=K, forget_until=N),
-            c(tie_emb=False), c(copy_attn=True, tie_emb=False)]
+    copy, pointer = dict(copy_attn=True), dict(copy_attn=True, copy_form='pointer')
+    rows = [c(), c(identity=False),                                  # what the identity terms buy
+            c(**copy), c(**pointer),                                 # copy attention alone, both forms
+            c(freeze_emb=True), c(freeze_emb=True, **copy),
+            c(forget_every=K), c(forget_every=K, forget_until=N), c(forget_every=K, forget_until=N, **pointer),
+            c(tie_emb=False)]
     rows = [(describe(r), r) for r in rows]
     for n in GRID_DIVERSITY:
         if n != base.n_symbols:
-            rows += [(f'{describe(r)}, {n} symbols', r) for r in (c(n_symbols=n), c(n_symbols=n, copy_attn=True, freeze_emb=True))]
+            rows += [(f'{describe(r)}, {n} symbols', r) for r in (c(n_symbols=n, freeze_emb=True),)]
     return rows
 
 
@@ -639,11 +647,14 @@ def spread(xs, fmt):
 
 def grid_table(results, base):
     pct = lambda v: f"{100 * v:.1f}"
-    lines = [f"| configuration ({base.n_symbols} training symbols unless named) | none | query | all | "
-             "unseen-row cosine | wall (s) |", '|---|---|---|---|---|---|']
+    tf = lambda rs, s: f"{sum(100 * r[s + '_T'] for r in rs) / len(rs):.0f} / {sum(100 * r[s + '_F'] for r in rs) / len(rs):.0f}"
+    lines = [f"| configuration ({base.n_symbols} training symbols unless named) | none | query | query T / F | all | "
+             "all T / F | unseen-row cosine | wall (s) |", '|---|---|---|---|---|---|---|---|']
     for label in dict.fromkeys(r['row'] for r in results):
         rs = [r for r in results if r['row'] == label]
-        cells = [spread([r[s] for r in rs], pct) for s in L.SCENARIOS]
+        cells = [spread([r['none'] for r in rs], pct)]
+        for s in ('query', 'all'):
+            cells += [spread([r[s] for r in rs], pct), tf(rs, s)]
         cells += [spread([r['cos_unseen'] for r in rs], cos_str), spread([r['wall'] for r in rs], lambda v: f"{v:.0f}")]
         lines.append(f"| {label} | " + ' | '.join(cells) + ' |')
     return '\n'.join(lines)
@@ -676,15 +687,15 @@ def grid_job(job):
     t = time.time()
     model, vocab, history = train(cfg, log=lambda *a: None)
     last = history[-1]
-    result = dict(row=label, seed=cfg.seed, **{s: last[s] for s in L.SCENARIOS}, cos_unseen=last['cos_unseen'],
+    result = dict(row=label, seed=cfg.seed, **{k: last[k] for k in accuracy_keys()}, cos_unseen=last['cos_unseen'],
                   wall=time.time() - t, config=asdict(cfg))
     return result, ({k: v.cpu() for k, v in model.state_dict().items()} if keep else None)
 
 
 def run_grid(base, seeds, out, workers, log=print):
     """Train every row with every seed, `workers` runs at a time. Returns (results in row order, the
-    markdown table, the seed-0 copy-attn model: the fine-tuning contrast starts from it)."""
-    jobs = [(label, replace(cfg, seed=seed), label == 'copy-attn' and seed == seeds[0])
+    markdown table, the seed-0 standard model: the fine-tuning contrast starts from it)."""
+    jobs = [(label, replace(cfg, seed=seed), label == 'standard' and seed == seeds[0])
             for label, cfg in grid_rows(base) for seed in seeds]
     results = []
     with mp.get_context('spawn').Pool(workers) as pool:
@@ -694,8 +705,8 @@ def run_grid(base, seeds, out, workers, log=print):
                 pretrained = weights
             done = len(results)
             left = sum(r['wall'] for r in results) / done * (len(jobs) - done) / workers
-            log(f"[{done:2d}/{len(jobs)}] {result['row']:<40} seed {result['seed']} | none {result['none']:6.1%} "
-                f"query {result['query']:6.1%} all {result['all']:6.1%} | cos unseen {cos_str(result['cos_unseen'])} | "
+            log(f"[{done:2d}/{len(jobs)}] {result['row']:<40} seed {result['seed']} | "
+                + ' '.join(f"{s} {acc_str(result, s)}" for s in L.SCENARIOS) + f" | cos unseen {cos_str(result['cos_unseen'])} | "
                 f"{result['wall']:4.0f} s | about {left / 60:4.1f} min left")
     order = {(label, cfg.seed): i for i, (label, cfg, _) in enumerate(jobs)}
     results.sort(key=lambda r: order[r['row'], r['seed']])
@@ -820,6 +831,7 @@ def parse_args(argv=None):
     p.add_argument('--identity', action=argparse.BooleanOptionalAction, default=d.identity,
                    help="Boix-Adsera et al.'s identity terms (a_h I, b_h I) in every attention head")
     p.add_argument('--identity-init', type=float, default=d.identity_init, help='a_h = b_h at the start')
+    p.add_argument('--emb-norm', type=float, default=d.emb_norm, help='mean row norm of the orthogonal (un)embeddings')
     p.add_argument('--freeze-emb', action='store_true', help='orthogonal (un)embeddings, never updated')
     p.add_argument('--untie-emb', action='store_true', help='separate input embedding and unembedding')
     p.add_argument('--forget-every', type=int, default=0, metavar='K', help='reset (un)embeddings every K steps')
@@ -931,7 +943,7 @@ def main_grid(args, argv):
     results, table, (model, vocab, cfg) = run_grid(base, seeds, out, workers)
     print('\n' + table + '\n')
     ft_steps, ft_every = (GRID_FT_QUICK if args.quick else GRID_FT)
-    print(f"fine-tuning contrast: the copy-attn model (seed {seeds[0]}, its unseen rows at cosine "
+    print(f"fine-tuning contrast: the standard model (seed {seeds[0]}, its unseen rows at cosine "
           f"{collapse(model, vocab)[0]:.2f}) fine-tuned on problems in unseen symbols, up to {ft_steps} steps, "
           f"from collapsed, fresh and copied unseen rows ...")
     starts = ('collapsed', 'fresh', 'copied')
@@ -949,7 +961,7 @@ def main_grid(args, argv):
     with open(os.path.join(out, 'grid.md'), 'w') as f:
         f.write(f"`{command}`: {len(seeds)} seed(s) per row, mean (min-max); {base.steps} steps, depth 1-"
                 f"{base.max_depth}, {device} in {base.precision}; total wall {wall / 60:.1f} min\n\n"
-                f"{table}\n\nFine-tuning contrast (copy-attn, seed {seeds[0]}, evaluated every {ft_every} steps):"
+                f"{table}\n\nFine-tuning contrast (standard, seed {seeds[0]}, evaluated every {ft_every} steps):"
                 f"\n\n{ft_table}\n")
     with open(os.path.join(out, 'grid.json'), 'w') as f:
         json.dump(dict(command=command, results=results, finetune=ft, wall=wall), f, indent=1)
@@ -957,6 +969,7 @@ def main_grid(args, argv):
 
 
 def main(argv=None):
+    sys.stdout.reconfigure(line_buffering=True)   # each progress line shows at once, in a pipe or a file too
     args = parse_args(argv)
     if args.ask is not None:
         try:
