@@ -4,6 +4,7 @@ import copy
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import threading
@@ -381,6 +382,21 @@ def test_teacher_forced_exact_match_equals_greedy_decoding(trained):
             assert sum(fast) > 0                     # a model that gets some right: the check has teeth
 
 
+def test_accuracy_by_position_names_each_target_position(trained):
+    model, vocab, cfg, _ = trained
+    problems = L.make_problems(random.Random(3), cfg.gen(), vocab, 80)      # depth 1: one chain step
+    by_pos = U.accuracy_by_position(model, vocab, problems)
+    assert list(by_pos) == ['step 1', 'answer', '<eos>']
+    # an independent count: position j of a problem's target is chain step j+1, then the answer, then <eos>
+    x, y = U.make_batch(problems, vocab)
+    right = (model(x)[0].argmax(-1) == y)
+    answer_ok = [right[i, (y[i] != -1).nonzero()[len(p.chain), 0]].item() for i, p in enumerate(problems)]
+    assert by_pos['answer'] == pytest.approx(sum(answer_ok) / len(problems))
+    first = [right[i, (y[i] != -1).nonzero()[0, 0]].item() for i in range(len(problems))]
+    assert by_pos['step 1'] == pytest.approx(sum(first) / len(first))
+    assert 0 < by_pos['step 1'] < 1 or 0 < by_pos['answer'] < 1     # not a constant: the check has teeth
+
+
 def test_checkpoint_round_trip_and_ask(trained, capsys):
     model, vocab, cfg, path = trained
     loaded, vocab2, cfg2 = U.load_checkpoint(path)
@@ -426,6 +442,13 @@ def test_checkpoint_round_trip_and_ask(trained, capsys):
     (['--precision', 'fp16'], "invalid choice: 'fp16'"),
     (['--bench', '--precision', 'fp32', '--steps', '5'], 'cannot take --steps --precision'),
     (['--grid', '--bench'], 'cannot take --bench'),
+    (['--lr', 'inf'], '--lr inf: must be a number in (0, 1]'),
+    (['--lr', '1e30'], '--lr 1e+30: must be'),
+    (['--weight-decay', 'nan'], '--weight-decay nan: must be'),
+    (['--emb-norm', '0'], '--emb-norm 0.0: must be'),
+    (['--n-embd', '1000000'], '--n-embd 1000000: at most 2048'),
+    (['--copy-form', 'pointer'], '--copy-form goes with --copy-attn'),
+    (['--no-identity', '--identity-init', '0.5'], '--identity-init goes with --identity'),
 ])
 def test_bad_cli_input_exits_with_a_clear_message(args, complaint):
     r = run('unseen.py', *args)
@@ -433,11 +456,49 @@ def test_bad_cli_input_exits_with_a_clear_message(args, complaint):
     assert complaint in r.stderr.strip().splitlines()[-1]
 
 
+def test_a_diverging_run_stops_with_one_line_and_saves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(U, 'train_step', lambda *a: float('nan'))
+    with pytest.raises(SystemExit) as e:
+        U.main(['--steps', '5', '--eval-every', '5', '--eval-n', '5', '--n-layer', '1', '--n-embd', '32',
+                '--out', str(tmp_path)])
+    assert str(e.value) == 'error: the loss became nan at step 1 (try a smaller --lr); nothing was saved'
+    assert not (tmp_path / 'ckpt.pt').exists()
+
+
+def test_ctrl_c_stops_a_run_with_one_line_and_leaves_no_folder(tmp_path):
+    out = tmp_path / 'run'
+    env = {k: v for k, v in os.environ.items() if k != 'PYTHONUNBUFFERED'}
+    proc = subprocess.Popen([sys.executable, 'unseen.py', '--steps', '100000', '--eval-every', '20', '--eval-n', '10',
+                             '--n-embd', '32', '--n-layer', '1', '--out', str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    timer = threading.Timer(60, proc.kill)
+    timer.start()
+    try:
+        while not proc.stdout.readline().startswith('step    20'):   # training is under way
+            assert proc.poll() is None
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate()
+    finally:
+        timer.cancel()
+    assert proc.returncode == 1 and err.strip().splitlines() == ['error: interrupted (Ctrl-C); nothing was saved']
+    assert not out.exists()
+
+
+def test_an_unwritable_output_folder_is_refused_before_training(tmp_path):
+    blocker = tmp_path / 'a-file'
+    blocker.write_text('')
+    r = run('unseen.py', '--steps', '5', '--out', str(blocker / 'run'))   # a folder inside a file: never writable
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+        f'error: --out {blocker / "run"}: cannot write there (Not a directory)'] and 'step' not in r.stdout
+
+
 def test_main_writes_checkpoint_plot_and_verdict(tmp_path):
     r = run('unseen.py', '--unseen', 'query', '--copy-attn', '--steps', '20', '--eval-every', '10',
             '--eval-n', '20', '--n-embd', '32', '--n-layer', '1', '--out', str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert 'step    10 |' in r.stdout and 'verdict:' in r.stdout and 'query *' in r.stdout
+    assert 'teacher-forced accuracy per target position (query): step 1 ' in r.stdout
+    assert "mistakes on 'query'" in r.stdout and 'solver:  ' in r.stdout
     assert (tmp_path / 'ckpt.pt').is_file() and (tmp_path / 'training.png').stat().st_size > 10_000
 
 def test_progress_lines_reach_a_pipe_while_the_run_goes_on(tmp_path):
