@@ -32,7 +32,9 @@ Run `python logic_data.py --n 5 --scenario all` to print a few, `--jsonl` for ma
 
 import argparse
 import json
+import os
 import random
+import sys
 from dataclasses import dataclass
 
 # -----------------------------------------------------------------------------
@@ -267,29 +269,38 @@ def make_problems(rng, cfg, vocab, n, scenario='none'):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description='Print Horn-clause problems with their forward-chaining chain.')
+    d = GenConfig()
+    parser = argparse.ArgumentParser(description='Print Horn-clause problems with their forward-chaining chain '
+                                     '(by default, of the kind the demo trains on).')
     parser.add_argument('--n', type=int, default=5, help='number of problems')
     parser.add_argument('--scenario', choices=SCENARIOS, default='none', help='which names are unseen')
-    parser.add_argument('--n-symbols', type=int, default=300, help='size of the training symbol pool')
-    parser.add_argument('--max-depth', type=int, default=4, help='longest planted derivation')
-    parser.add_argument('--max-premises', type=int, default=2, help='premises per rule, 1 to 3')
+    parser.add_argument('--n-symbols', type=int, default=5000, help='size of the training symbol pool')
+    parser.add_argument('--max-depth', type=int, default=d.max_depth, help='longest planted derivation')
+    parser.add_argument('--max-premises', type=int, default=1, help='premises per rule, 1 to 3')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--jsonl', action='store_true', help='one JSON object per line')
     args = parser.parse_args(argv)
-    if args.n < 0:
-        parser.error('--n must be >= 0')
+    if not 0 <= args.n <= 10 ** 9:
+        parser.error('--n must be between 0 and 10^9')
+    if args.n_symbols > 10 ** 6:
+        parser.error('--n-symbols must be at most 10^6')
     error = size_error(args.n_symbols, args.max_depth, args.max_premises)
     if error:
         parser.error(error)
     vocab = Vocab(args.n_symbols)
     cfg = GenConfig(max_depth=args.max_depth, max_premises=args.max_premises)
     rng = random.Random(args.seed)
-    for p in make_problems(rng, cfg, vocab, args.n, args.scenario):
-        if args.jsonl:
-            print(json.dumps(p.to_dict()))
-        else:
-            unseen = [a for a in p.names() if vocab.is_unseen(a)]
-            print(to_text(p) + (f"    (unseen: {' '.join(unseen)})" if unseen else ''))
+    try:
+        for _ in range(args.n):      # one at a time: the first line comes at once, memory stays constant
+            p = make_problems(rng, cfg, vocab, 1, args.scenario)[0]
+            if args.jsonl:
+                print(json.dumps(p.to_dict()), flush=True)
+            else:
+                unseen = [a for a in p.names() if vocab.is_unseen(a)]
+                print(to_text(p) + (f"    (unseen: {' '.join(unseen)})" if unseen else ''), flush=True)
+    except BrokenPipeError:          # `| head`: the reader has gone; stop quietly
+        sys.stderr.close()
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 if __name__ == '__main__':

@@ -132,6 +132,23 @@ def test_logic_data_cli():
     none = run('logic_data.py', '--n', '20', '--scenario', 'none', '--jsonl').stdout
     assert 'u' not in ''.join(json.loads(line)['text'].replace('->', '') for line in none.splitlines())
 
+
+
+def test_logic_data_streams_and_stops_quietly_when_the_reader_goes():
+    """`python logic_data.py --n 100000000 | head -1`: the first line at once, no BrokenPipeError."""
+    proc = subprocess.Popen([sys.executable, 'logic_data.py', '--n', '100000000'], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    timer = threading.Timer(30, proc.kill)           # a generator that collects first would never answer in time
+    timer.start()
+    try:
+        first = proc.stdout.readline()
+        proc.stdout.close()                          # what `head -1` does after its line
+        err = proc.stderr.read()
+        proc.wait()
+    finally:
+        timer.cancel()
+    assert ' : ' in first and proc.returncode == 0 and err == ''
+
 # -----------------------------------------------------------------------------
 # the model and the switches
 
