@@ -507,8 +507,9 @@ def verdict(cfg, history, headline):
     if headline != 'none':
         learned = last['none'] >= 0.9
         lines.append(f"         in training symbols it solves {last['none']:.1%}: " + (
-            "it learned the task, so what fails is the unseen names." if learned else
-            "it has not learned the task well, so not all of the failure is about the unseen names."))
+            "it has not learned the task well, so not all of the failure is about the unseen names."
+            if not learned else "it learned the task, and that carries over to the unseen names." if acc >= 0.9
+            else "it learned the task, so what fails is the unseen names."))
     if last['cos_unseen'] > 0.5 and not cfg.freeze_emb:
         lines.append(f"         its unseen unembeddings collapsed (mean cosine {last['cos_unseen']:.2f}): "
                      "it cannot tell unseen symbols apart.")
@@ -596,7 +597,8 @@ def mistakes(model, vocab, cfg, scenario, n=3):
           ' | '.join(f"{k} {v:.1%}" for k, v in by_pos.items()))
     model.eval()
     wrong = [p for p, ok in zip(problems, exact_match(model, *make_batch(problems, vocab, cfg.device))) if not ok]
-    print(f"first {min(n, len(wrong))} of {len(wrong)} mistakes on '{scenario}' (greedy decoding):")
+    print(f"first {min(n, len(wrong))} of {len(wrong)} mistakes on '{scenario}' (greedy decoding):" if wrong else
+          f"no mistakes on the {len(problems)} '{scenario}' problems")
     for p in wrong[:n]:
         ids, n_prompt = vocab.encode(p)
         show(vocab, p, vocab.decode(generate(model, vocab, ids[:n_prompt])))
