@@ -399,6 +399,18 @@ def test_teacher_forced_exact_match_equals_greedy_decoding(trained):
             assert sum(fast) > 0                     # a model that gets some right: the check has teeth
 
 
+def test_a_checkpoint_is_evaluated_on_its_own_test_problems(trained):
+    model, vocab, cfg, path = trained
+    acc = U.evaluate(model, vocab, U.eval_sets(cfg, vocab))           # what the training run measured
+    r = run('unseen.py', '--ckpt', str(path), '--unseen', 'none')
+    assert r.returncode == 0, r.stderr
+    for s in L.SCENARIOS:
+        assert f"  {s:<6}{U.acc_str(acc, s)}" in r.stdout.splitlines()
+    assert 'teacher-forced accuracy per target position (none): step 1 ' in r.stdout
+    r = run('unseen.py', '--ckpt', str(path), '--steps', '5')
+    assert r.returncode == 2 and 'cannot take --steps' in r.stderr
+
+
 def test_accuracy_by_position_names_each_target_position(trained):
     model, vocab, cfg, _ = trained
     problems = L.make_problems(random.Random(3), cfg.gen(), vocab, 80)      # depth 1: one chain step

@@ -905,7 +905,8 @@ def parse_args(argv=None):
                    help='bf16: matrix products in bfloat16 (autocast); auto: bf16 where the hardware is fast at it')
     p.add_argument('--out', default=None, help='output folder (default: runs/<time>_<switches>)')
     p.add_argument('--ask', metavar='TEXT', help="solve one problem, e.g. 'u1 . u1 -> u2 . ? u2', with --ckpt")
-    p.add_argument('--ckpt', metavar='PATH', help='checkpoint written by a training run (for --ask)')
+    p.add_argument('--ckpt', metavar='PATH', help='checkpoint written by a training run: evaluate it on the three '
+                   'scenarios (mistakes shown for --unseen), or solve one problem with --ask')
     p.add_argument('--grid', action='store_true',
                    help="train every configuration of the paper's table (2 seeds each) and run the fine-tuning "
                         "contrast; writes grid.md, grid.json, grid.png, finetune.png (about 28 min on 2 CPU cores)")
@@ -933,7 +934,10 @@ def parse_args(argv=None):
     if args.ask is not None and not args.ckpt:
         p.error('--ask needs --ckpt PATH (a checkpoint written by a training run)')
     if args.ckpt and args.ask is None:
-        p.error('--ckpt is only used with --ask')
+        ignored = given(k for k in vars(args) if k not in ('ckpt', 'ask', 'unseen', 'device'))
+        if ignored:
+            p.error(f"--ckpt evaluates a trained model on its own test problems; it cannot take {' '.join(ignored)} "
+                    "(only --unseen, --device, or --ask)")
     if args.ckpt and not os.path.isfile(args.ckpt):
         p.error(f'--ckpt {args.ckpt}: no such file')
     for name in ('steps', 'batch_size', 'eval_every', 'eval_n', 'n_layer', 'n_head', 'n_embd'):
@@ -1029,12 +1033,19 @@ def main_grid(args, argv):
 def main(argv=None):
     sys.stdout.reconfigure(line_buffering=True)   # each progress line shows at once, in a pipe or a file too
     args = parse_args(argv)
-    if args.ask is not None:
+    if args.ckpt:   # a trained model: one problem (--ask), or the three test scenarios in seconds
         try:
             model, vocab, cfg = load_checkpoint(args.ckpt, pick_device(args.device))
-            ask(model, vocab, cfg, args.ask)
+            if args.ask is not None:
+                ask(model, vocab, cfg, args.ask)
+                return
         except ValueError as e:
             sys.exit(f'error: {e}')
+        acc = evaluate(model, vocab, eval_sets(cfg, vocab), cfg.device)
+        print(f"{args.ckpt}: {describe(cfg)}, exact match on its {cfg.eval_n} test problems per scenario:")
+        for s in L.SCENARIOS:
+            print(f"  {s:<6}{acc_str(acc, s)}")
+        mistakes(model, vocab, cfg, args.unseen)
         return
     if args.grid:
         return main_grid(args, argv)
