@@ -910,7 +910,7 @@ def parse_args(argv=None):
     p.add_argument('--grid', action='store_true',
                    help="train every configuration of the paper's table (2 seeds each) and run the fine-tuning "
                         "contrast; writes grid.md, grid.json, grid.png, finetune.png (about 28 min on 2 CPU cores)")
-    p.add_argument('--quick', action='store_true', help='with --grid: one seed, fewer steps (about 4 min)')
+    p.add_argument('--quick', action='store_true', help='with --grid: one seed, fewer steps (about 6 min)')
     p.add_argument('--seeds', type=int, default=None, help='with --grid: seeds per row (default 2, 1 with --quick)')
     p.add_argument('--bench', action='store_true',
                    help='measure training-loop tokens/s for each speed lever (the switches pick the model)')
@@ -1090,4 +1090,7 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    try:
+        main()
+    except BrokenPipeError:   # `| head`: the reader has gone; stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
