@@ -426,6 +426,16 @@ def test_accuracy_by_position_names_each_target_position(trained):
     assert 0 < by_pos['step 1'] < 1 or 0 < by_pos['answer'] < 1     # not a constant: the check has teeth
 
 
+def test_rows_picture_starts_from_the_very_weights_training_started_from(trained, tmp_path):
+    model, vocab, cfg, _ = trained                   # frozen (un)embeddings: the end is the start
+    assert torch.equal(U.initial_model(cfg, vocab).lm_head.weight, model.lm_head.weight)
+    trained_cfg = replace(TINY, steps=5)
+    moved, _, _ = U.train(trained_cfg, log=lambda s: None)
+    assert not torch.equal(U.initial_model(trained_cfg, vocab).lm_head.weight, moved.lm_head.weight)
+    U.plot_rows(model, cfg, vocab, tmp_path / 'rows.png')
+    assert (tmp_path / 'rows.png').stat().st_size > 10_000
+
+
 def test_checkpoint_round_trip_and_ask(trained, capsys):
     model, vocab, cfg, path = trained
     loaded, vocab2, cfg2 = U.load_checkpoint(path)
@@ -529,6 +539,7 @@ def test_main_writes_checkpoint_plot_and_verdict(tmp_path):
     assert 'teacher-forced accuracy per target position (query): step 1 ' in r.stdout
     assert "mistakes on 'query'" in r.stdout and 'solver:  ' in r.stdout
     assert (tmp_path / 'ckpt.pt').is_file() and (tmp_path / 'training.png').stat().st_size > 10_000
+    assert (tmp_path / 'rows.png').stat().st_size > 10_000
 
 def test_progress_lines_reach_a_pipe_while_the_run_goes_on(tmp_path):
     """`python unseen.py | tee run.log` shows each line when it is printed, not at the end."""

@@ -544,6 +544,38 @@ def plot(history, path, title):
     plt.close(fig)
 
 
+def initial_model(cfg, vocab):
+    """The model exactly as train() starts it (its first use of torch's random numbers), on the CPU."""
+    torch.manual_seed(cfg.seed)
+    return GPT(replace(cfg, device='cpu'), len(vocab))
+
+
+@torch.no_grad()
+def plot_rows(model, cfg, vocab, path):
+    """The collapse as a picture: the unembedding rows (as unit vectors: the collapse metric is the cosine)
+    projected on their first two principal components, at the start of training and at the end. The start
+    is rebuilt from the seed, exactly as train() draws it."""
+    start = initial_model(cfg, vocab).lm_head.weight
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.6))
+    pick = torch.randperm(len(vocab.train_ids), generator=torch.Generator().manual_seed(0))[:1000]
+    train_ids = torch.tensor(vocab.train_ids)[pick]                 # 1000 of the training rows: enough to see
+    for ax, w, when in ((axes[0], start, 'start of training'), (axes[1], model.lm_head.weight, 'end of training')):
+        u = F.normalize(w.detach().float().cpu(), dim=1)
+        x = u - u.mean(0)
+        pcs = torch.linalg.svd(x, full_matrices=False).Vh[:2]           # (2, C)
+        xy = x @ pcs.T                                                  # (V, 2)
+        ax.scatter(*xy[train_ids].T, s=4, alpha=0.4, label='training names (1000 of them)')
+        ax.scatter(*xy[vocab.unseen_ids].T, s=10, color='tab:red', label='unseen names (100)')
+        ax.set(title=f'{when}: unseen-row cosine {cos_str(mean_pairwise_cosine(w[vocab.unseen_ids]))}',
+               xlabel='PC 1', ylabel='PC 2')
+    axes[0].legend(loc='lower left', fontsize=8)
+    fig.suptitle(f'{describe(cfg)}: unembedding rows, first two principal components')
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def save_checkpoint(path, model, cfg, history):
     torch.save({'model': model.state_dict(), 'config': asdict(cfg), 'history': history}, path)
 
@@ -1046,6 +1078,8 @@ def main(argv=None):
         for s in L.SCENARIOS:
             print(f"  {s:<6}{acc_str(acc, s)}")
         mistakes(model, vocab, cfg, args.unseen)
+        plot_rows(model, cfg, vocab, os.path.join(os.path.dirname(args.ckpt), 'rows.png'))
+        print(f"\nwrote {os.path.join(os.path.dirname(args.ckpt), 'rows.png')}")
         return
     if args.grid:
         return main_grid(args, argv)
@@ -1082,10 +1116,11 @@ def main(argv=None):
     wall = time.time() - t0
     save_checkpoint(os.path.join(out, 'ckpt.pt'), model, cfg, history)
     plot(history, os.path.join(out, 'training.png'), f'{name}, verdict on --unseen {args.unseen}')
+    plot_rows(model, cfg, vocab, os.path.join(out, 'rows.png'))
     print(verdict(cfg, history, args.unseen))
     print(f"trained in {wall // 60:.0f} min {wall % 60:.0f} s")
     mistakes(model, vocab, cfg, args.unseen)
-    print(f"\nwrote {out}/ckpt.pt and {out}/training.png; try:\n"
+    print(f"\nwrote {out}/ckpt.pt, {out}/training.png and {out}/rows.png; try:\n"
           f"  python unseen.py --ckpt {out}/ckpt.pt --ask 'u44 . u8 . u8 -> u52 . u19 -> u2 . u37 -> u54 . u52 -> u98 . u37 -> u54 . u98 -> u19 . ? u2'")
 
 
