@@ -436,6 +436,29 @@ def test_rows_picture_starts_from_the_very_weights_training_started_from(trained
     assert (tmp_path / 'rows.png').stat().st_size > 10_000
 
 
+def test_ask_shows_top_three_and_where_copy_attention_points(trained, capsys):
+    model, vocab, cfg, _ = trained                   # a copy-attention model
+    U.ask(model, vocab, cfg, 'u1 -> u2 . x3 -> x4 . u1 . ? u2')
+    out = capsys.readouterr().out.splitlines()
+    written = out[1].split()[1:] + ['<eos>']          # 'model:   ...' and then <eos>
+    steps = out[out.index('step by step (logits of the top three candidates):') + 1:]
+    assert len(steps) == len(written)
+    context = 'u1 . u1 -> u2 . x3 -> x4 . ? u2 :'.split() + [w.rstrip('*') for w in written]
+    for line, tok in zip(steps, written):
+        head, copy = line.split('<- copy from position ')
+        fields = head.split()
+        assert fields[0] == tok and fields[1] == tok  # the written token is the top candidate
+        values = [float(v) for v in fields[2::3]]
+        assert len(values) == 3 and values == sorted(values, reverse=True)
+        j, name = int(copy.split()[0]), copy.split()[1].strip("'")
+        assert name.rstrip('*') == context[j]        # the position and the token there agree
+    # and it is where the copy layer attends most, recomputed in one causal pass over the whole context
+    model(torch.tensor([[vocab.stoi[c] for c in context]]))
+    n_prompt = context.index(':') + 1
+    want = [model.copy.last_att[0, n_prompt - 1 + k].argmax().item() for k in range(len(steps))]
+    assert [int(line.split('<- copy from position ')[1].split()[0]) for line in steps] == want
+
+
 def test_checkpoint_round_trip_and_ask(trained, capsys):
     model, vocab, cfg, path = trained
     loaded, vocab2, cfg2 = U.load_checkpoint(path)

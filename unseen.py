@@ -165,7 +165,9 @@ class CopyAttention(nn.Module):
     def attention(self, x):
         B, T, C = x.size()
         q, k = self.c_qk(self.ln(x)).split(C, dim=2)                         # (B, T, C) each
-        return causal_softmax((q @ k.transpose(1, 2)) / math.sqrt(C))        # (B, T, T)
+        att = causal_softmax((q @ k.transpose(1, 2)) / math.sqrt(C))         # (B, T, T)
+        self.last_att = att.detach()                                         # for --ask: where it copies from
+        return att
 
     def logits(self, att, idx, V):
         """pointer form: copy logits (N, V) from attention rows att (N, T) over context tokens idx (N, T)."""
@@ -378,11 +380,14 @@ def exact_match(model, x, y):
 
 
 @torch.no_grad()
-def generate(model, vocab, prompt_ids):
-    """Real greedy decoding, one token at a time, until <eos>."""
+def generate(model, vocab, prompt_ids, trace=None):
+    """Real greedy decoding, one token at a time, until <eos>. With a list as `trace`, each step appends
+    (the logits of the next token, the copy layer's attention over the context or None)."""
     idx = torch.tensor([prompt_ids], device=next(model.parameters()).device)
     for _ in range(model.cfg.block_size() - len(prompt_ids)):   # no further than the position table
         logits, _ = model(idx)
+        if trace is not None:
+            trace.append((logits[0, -1], model.copy.last_att[0, -1] if model.copy is not None else None))
         nxt = logits[0, -1].argmax()
         if nxt.item() == vocab.eos:
             break
@@ -601,24 +606,43 @@ def load_checkpoint(path, device='cpu'):
 # --ask: one problem through a trained model
 
 
+def marked(vocab, tokens):
+    """Tokens as text, unseen names marked *."""
+    return ' '.join(t + '*' if vocab.is_unseen(t) else t for t in tokens.split())
+
+
 def show(vocab, p, out):
     """Print a problem, the model's chain and the solver's, unseen names marked *; True if they agree."""
     want = ' '.join(L.problem_tokens(p)[1])
-    mark = lambda s: ' '.join(t + '*' if vocab.is_unseen(t) else t for t in s.split())
-    print(f"problem: {mark(' '.join(L.problem_tokens(p)[0][:-1]))}")
-    print(f"model:   {mark(out)}")
-    print(f"solver:  {mark(want)}")
+    print(f"problem: {marked(vocab, ' '.join(L.problem_tokens(p)[0][:-1]))}")
+    print(f"model:   {marked(vocab, out)}")
+    print(f"solver:  {marked(vocab, want)}")
     print(f"{'correct' if out == want else 'WRONG'}   (* = unseen in training)")
     return out == want
 
 
 def ask(model, vocab, cfg, text):
-    """Print the model's chain and answer for a problem in the text form; ValueError on bad input."""
+    """Print the model's chain and answer for a problem in the text form, and for each token it writes
+    the top three candidates with their logits (a collapsed model ties between unseen names) and, with
+    copy attention, the context position it copies from. ValueError on bad input."""
     p = L.parse(text)
     ids, n_prompt = vocab.encode(p)
     if len(ids) > cfg.block_size():
         raise ValueError(f"problem too long: {len(ids)} tokens, this model reads at most {cfg.block_size()}")
-    return show(vocab, p, vocab.decode(generate(model, vocab, ids[:n_prompt])))
+    trace = []
+    out = generate(model, vocab, ids[:n_prompt], trace)
+    ok = show(vocab, p, vocab.decode(out))
+    context = ids[:n_prompt] + out
+    print("\nstep by step (logits of the top three candidates):")
+    for k, (logits, att) in enumerate(trace):
+        top = logits.float().topk(3)
+        line = f"  {marked(vocab, vocab.itos[top.indices[0]]):<8} " + ' | '.join(
+            f"{marked(vocab, vocab.itos[i]):>8} {v:6.2f}" for v, i in zip(top.values.tolist(), top.indices.tolist()))
+        if att is not None:
+            j = att.argmax().item()
+            line += f"   <- copy from position {j} '{marked(vocab, vocab.itos[context[j]])}' ({att[j]:.2f})"
+        print(line)
+    return ok
 
 
 def mistakes(model, vocab, cfg, scenario, n=3):
@@ -1121,7 +1145,7 @@ def main(argv=None):
     print(f"trained in {wall // 60:.0f} min {wall % 60:.0f} s")
     mistakes(model, vocab, cfg, args.unseen)
     print(f"\nwrote {out}/ckpt.pt, {out}/training.png and {out}/rows.png; try:\n"
-          f"  python unseen.py --ckpt {out}/ckpt.pt --ask 'u44 . u8 . u8 -> u52 . u19 -> u2 . u37 -> u54 . u52 -> u98 . u37 -> u54 . u98 -> u19 . ? u2'")
+          f"  python unseen.py --ckpt {out}/ckpt.pt --ask 'u92 . u29 . u75 -> u13 . u40 -> u3 . u92 -> u75 . u40 -> u2 . ? u3'")
 
 
 if __name__ == '__main__':
