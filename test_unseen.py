@@ -407,6 +407,7 @@ def test_a_checkpoint_is_evaluated_on_its_own_test_problems(trained):
     for s in L.SCENARIOS:
         assert f"  {s:<6}{U.acc_str(acc, s)}" in r.stdout.splitlines()
     assert 'teacher-forced accuracy per target position (none): step 1 ' in r.stdout
+    assert (path.parent / 'ckpt_rows.png').stat().st_size > 10_000          # the picture, next to it
     r = run('unseen.py', '--ckpt', str(path), '--steps', '5')
     assert r.returncode == 2 and 'cannot take --steps' in r.stderr
 
@@ -562,7 +563,7 @@ def test_main_writes_checkpoint_plot_and_verdict(tmp_path):
     assert 'teacher-forced accuracy per target position (query): step 1 ' in r.stdout
     assert "mistakes on 'query'" in r.stdout and 'solver:  ' in r.stdout
     assert (tmp_path / 'ckpt.pt').is_file() and (tmp_path / 'training.png').stat().st_size > 10_000
-    assert (tmp_path / 'rows.png').stat().st_size > 10_000
+    assert (tmp_path / 'ckpt_rows.png').stat().st_size > 10_000
 
 def test_progress_lines_reach_a_pipe_while_the_run_goes_on(tmp_path):
     """`python unseen.py | tee run.log` shows each line when it is printed, not at the end."""

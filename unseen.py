@@ -1102,8 +1102,9 @@ def main(argv=None):
         for s in L.SCENARIOS:
             print(f"  {s:<6}{acc_str(acc, s)}")
         mistakes(model, vocab, cfg, args.unseen)
-        plot_rows(model, cfg, vocab, os.path.join(os.path.dirname(args.ckpt), 'rows.png'))
-        print(f"\nwrote {os.path.join(os.path.dirname(args.ckpt), 'rows.png')}")
+        rows = os.path.splitext(args.ckpt)[0] + '_rows.png'          # next to the checkpoint
+        plot_rows(model, cfg, vocab, rows)
+        print(f"\nwrote {rows}")
         return
     if args.grid:
         return main_grid(args, argv)
@@ -1140,11 +1141,11 @@ def main(argv=None):
     wall = time.time() - t0
     save_checkpoint(os.path.join(out, 'ckpt.pt'), model, cfg, history)
     plot(history, os.path.join(out, 'training.png'), f'{name}, verdict on --unseen {args.unseen}')
-    plot_rows(model, cfg, vocab, os.path.join(out, 'rows.png'))
+    plot_rows(model, cfg, vocab, os.path.join(out, 'ckpt_rows.png'))
     print(verdict(cfg, history, args.unseen))
     print(f"trained in {wall // 60:.0f} min {wall % 60:.0f} s")
     mistakes(model, vocab, cfg, args.unseen)
-    print(f"\nwrote {out}/ckpt.pt, {out}/training.png and {out}/rows.png; try:\n"
+    print(f"\nwrote {out}/ckpt.pt, {out}/training.png and {out}/ckpt_rows.png; try:\n"
           f"  python unseen.py --ckpt {out}/ckpt.pt --ask 'u92 . u29 . u75 -> u13 . u40 -> u3 . u92 -> u75 . u40 -> u2 . ? u3'")
 
 
