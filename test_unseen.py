@@ -762,3 +762,56 @@ def test_checkpoint_inspection_reports_and_complains(tmp_path):
     (tmp_path / 'model.safetensors').unlink()
     r = run('theory_demo.py', '--checkpoint', str(tmp_path))
     assert r.returncode == 1 and 'no model.safetensors' in r.stderr
+
+
+def test_checkpoint_reader_names_the_file_and_what_is_wrong(tmp_path):
+    E = np.ones((12, 4), np.float32)
+    vocab = [f'w{i}' for i in range(8)] + [f'[unused{i}]' for i in range(4)]
+    (tmp_path / 'vocab.txt').write_text('\n'.join(vocab) + '\n')
+    st = tmp_path / 'model.safetensors'
+
+    def complaint():
+        r = run('theory_demo.py', '--checkpoint', str(tmp_path), '--out', str(tmp_path))
+        assert r.returncode == 1 and 'Traceback' not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        return r.stderr
+    st.write_bytes(b'\x05\x00')                                           # shorter than the header length
+    assert f'{st}: 2 bytes, shorter than a safetensors header' in complaint()
+    st.write_bytes((10 ** 12).to_bytes(8, 'little') + b'{}')             # a header longer than the file
+    assert 'header claims 1000000000000 bytes' in complaint()
+    st.write_bytes((4).to_bytes(8, 'little') + b'[1]x')                   # not JSON
+    assert 'the header is not JSON' in complaint()
+    st.write_bytes((3).to_bytes(8, 'little') + b'[1]')                    # JSON, not an object
+    assert 'not a JSON object of tensors' in complaint()
+    write_safetensors(st, {'wte.weight': ('F32', (60, 8), E.tobytes())}) # offsets that the data cannot fill
+    assert "data_offsets [0, 192] do not fit its shape [60, 8]" in complaint()
+    write_safetensors(st, {'wte.weight': ('I8', (12, 4), bytes(48))})
+    assert 'has dtype I8' in complaint()
+    st.unlink()
+    shard = tmp_path / 'shard.safetensors'
+    write_safetensors(shard, {'wte.weight': ('F32', E.shape, E.tobytes())})
+    index = tmp_path / 'model.safetensors.index.json'
+    for name in ('/etc/passwd', '../outside.safetensors'):                # shards must stay in the folder
+        index.write_text(json.dumps({'weight_map': {'wte.weight': name}}))
+        assert f"shard '{name}' lies outside" in complaint()
+    index.write_text('{"weights": {}}')
+    assert "no 'weight_map'" in complaint()
+    index.write_text('not json')
+    assert f'{index}: not a JSON file' in complaint()
+    index.unlink()
+    (tmp_path / 'vocab.txt').unlink()
+    (tmp_path / 'tokenizer.json').write_text(json.dumps({'model': {'vocab': 'abc'}}))
+    assert 'tokenizer.json: no model.vocab mapping tokens to ids' in complaint()
+
+
+def test_zero_rows_and_a_single_reserved_token_are_reported_not_as_a_cosine(tmp_path):
+    rng = np.random.default_rng(0)
+    E = rng.normal(size=(12, 4)).astype(np.float32)
+    E[8:11] = 0                                                          # three all-zero reserved rows
+    write_safetensors(tmp_path / 'model.safetensors', {'wte.weight': ('F32', E.shape, E.tobytes())})
+    vocab = [f'w{i}' for i in range(8)] + [f'[unused{i}]' for i in range(4)]
+    (tmp_path / 'vocab.txt').write_text('\n'.join(vocab) + '\n')
+    r = run('theory_demo.py', '--checkpoint', str(tmp_path), '--out', str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert '3 of the 4 unused tokens have all-zero rows (no direction, no cosine)' in r.stdout
+    assert '1 unused token(s) with a nonzero row: too few for a pairwise cosine' in r.stdout
+    assert 'mean pairwise cosine' not in r.stdout and 'nan' not in r.stdout

@@ -194,34 +194,74 @@ UNUSED = re.compile(r'^(\[unused\d+\]|<unused\d+>)$')
 
 
 def safetensors_header(path):
-    """The JSON header of a .safetensors file: {name: {dtype, shape, data_offsets}} (and __metadata__)."""
+    """The JSON header of a .safetensors file: {name: {dtype, shape, data_offsets}} (and __metadata__), and
+    where the data start. Checked against the file: a damaged or foreign file gets a ValueError naming it."""
+    size = os.path.getsize(path)
     with open(path, 'rb') as f:
+        if size < 8:
+            raise ValueError(f"{path}: {size} bytes, shorter than a safetensors header")
         n = struct.unpack('<Q', f.read(8))[0]
-        return json.loads(f.read(n)), 8 + n
+        if n > size - 8:
+            raise ValueError(f"{path}: its header claims {n} bytes but the file has only {size - 8} after it")
+        try:
+            header = json.loads(f.read(n))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise ValueError(f"{path}: the header is not JSON") from None
+    if not isinstance(header, dict):
+        raise ValueError(f"{path}: the header is not a JSON object of tensors")
+    return header, 8 + n
 
 
 def read_tensor(path, name):
     """One tensor of a .safetensors file as float32: a u64 header size, a JSON header, raw little-endian
     arrays. bfloat16 is the upper half of a float32, so it widens by a 16-bit shift."""
     header, start = safetensors_header(path)
-    info = header[name]
+    info = header.get(name)
+    if not (isinstance(info, dict) and {'dtype', 'shape', 'data_offsets'} <= set(info)):
+        raise ValueError(f"{path}: no well-formed entry for tensor {name}")
     if info['dtype'] not in SAFETENSORS_DTYPES:
-        raise ValueError(f"{name} in {path} has dtype {info['dtype']}; can read {', '.join(SAFETENSORS_DTYPES)}")
-    begin, end = info['data_offsets']
+        raise ValueError(f"{path}: {name} has dtype {info['dtype']}; can read {', '.join(SAFETENSORS_DTYPES)}")
+    shape, offsets = info['shape'], info['data_offsets']
+    if not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)
+            and isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)):
+        raise ValueError(f"{path}: {name} has a malformed shape or data_offsets")
+    begin, end = offsets
+    itemsize = np.dtype(SAFETENSORS_DTYPES[info['dtype']]).itemsize
+    if not 0 <= begin <= end or start + end > os.path.getsize(path) or end - begin != int(np.prod(shape)) * itemsize:
+        raise ValueError(f"{path}: {name}'s data_offsets {offsets} do not fit its shape {shape} and the file")
     with open(path, 'rb') as f:
         f.seek(start + begin)
         raw = np.frombuffer(f.read(end - begin), dtype=np.dtype(SAFETENSORS_DTYPES[info['dtype']]).newbyteorder('<'))
     if info['dtype'] == 'BF16':
         raw = (raw.astype(np.uint32) << 16).view(np.float32)
-    return raw.astype(np.float32).reshape(info['shape'])
+    return raw.astype(np.float32).reshape(shape)
+
+
+def read_json(path, what):
+    try:
+        with open(path, encoding='utf-8') as f:
+            return json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ValueError(f"{path}: not a JSON file ({what})") from None
 
 
 def tensor_files(ckpt):
-    """{tensor name: file} for model.safetensors, or for sharded files listed in the index JSON."""
+    """{tensor name: file} for model.safetensors, or for sharded files listed in the index JSON (which must
+    name files inside the checkpoint folder)."""
     index = os.path.join(ckpt, 'model.safetensors.index.json')
     if os.path.isfile(index):
-        with open(index) as f:
-            return {name: os.path.join(ckpt, fn) for name, fn in json.load(f)['weight_map'].items()}
+        data = read_json(index, 'the shard index')
+        weight_map = data.get('weight_map') if isinstance(data, dict) else None
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise ValueError(f"{index}: no 'weight_map' of tensor names to shard files")
+        root = os.path.realpath(ckpt)
+        files = {}
+        for name, fn in weight_map.items():
+            path = os.path.realpath(os.path.join(ckpt, fn))
+            if os.path.isabs(fn) or os.path.dirname(path) != root and not path.startswith(root + os.sep):
+                raise ValueError(f"{index}: shard '{fn}' lies outside {ckpt}; refusing to read it")
+            files[name] = path
+        return files
     files = sorted(glob.glob(os.path.join(ckpt, '*.safetensors')))
     if not files:
         raise FileNotFoundError(f"no model.safetensors (or model.safetensors.index.json) in {ckpt}")
@@ -243,13 +283,21 @@ def load_vocab(ckpt):
         with open(os.path.join(ckpt, 'vocab.txt'), encoding='utf-8') as f:
             return {line.rstrip('\n'): i for i, line in enumerate(f)}
     if os.path.isfile(os.path.join(ckpt, 'tokenizer.json')):
-        with open(os.path.join(ckpt, 'tokenizer.json'), encoding='utf-8') as f:
-            tok = json.load(f)
-        vocab = tok['model']['vocab']
+        path = os.path.join(ckpt, 'tokenizer.json')
+        tok = read_json(path, 'a tokenizer')
+        vocab = tok.get('model', {}).get('vocab') if isinstance(tok, dict) and isinstance(tok.get('model'), dict) else None
         if isinstance(vocab, list):              # Unigram: [[piece, score], ...]
-            vocab = {piece: i for i, (piece, _) in enumerate(vocab)}
+            if not all(isinstance(v, list) and v and isinstance(v[0], str) for v in vocab):
+                raise ValueError(f"{path}: model.vocab is a list but not of [piece, score] pairs")
+            vocab = {v[0]: i for i, v in enumerate(vocab)}
+        if not isinstance(vocab, dict) or not all(isinstance(i, int) for i in vocab.values()):
+            raise ValueError(f"{path}: no model.vocab mapping tokens to ids")
         vocab = dict(vocab)
-        vocab.update({t['content']: t['id'] for t in tok.get('added_tokens', [])})
+        added = tok.get('added_tokens', [])
+        if not isinstance(added, list) or not all(isinstance(t, dict) and isinstance(t.get('content'), str)
+                                                  and isinstance(t.get('id'), int) for t in added):
+            raise ValueError(f"{path}: added_tokens is not a list of {{content, id}} objects")
+        vocab.update({t['content']: t['id'] for t in added})
         return vocab
     raise FileNotFoundError(f"no vocab.txt or tokenizer.json in {ckpt}")
 
@@ -273,8 +321,15 @@ def inspect_checkpoint(args):
     ordinary = [i for t, i in vocab.items() if not special.match(t) and i < len(E)]
     rng = np.random.default_rng(args.seed)
     sample = rng.choice(ordinary, size=min(len(unused), len(ordinary)), replace=False)
-    cos_unused, cos_ordinary = pairwise_cosines(E[unused]), pairwise_cosines(E[sample])
     print(f"{ckpt}: {name} {E.shape[0]} x {E.shape[1]}")
+    zero = [i for i in unused if not np.any(E[i])]
+    if zero:   # a zero row has no direction: as collapsed as rows can be, but no cosine to report
+        print(f"  {len(zero)} of the {len(unused)} unused tokens have all-zero rows (no direction, no cosine)")
+        unused = [i for i in unused if np.any(E[i])]
+    if len(unused) < 2:
+        print(f"  {len(unused)} unused token(s) with a nonzero row: too few for a pairwise cosine")
+        return
+    cos_unused, cos_ordinary = pairwise_cosines(E[unused]), pairwise_cosines(E[sample])
     print(f"  {len(unused)} unused tokens:          mean pairwise cosine {cos_unused.mean():.3f}")
     print(f"  {len(sample)} random ordinary tokens: mean pairwise cosine {cos_ordinary.mean():.3f}")
     import matplotlib
@@ -327,7 +382,7 @@ def main(argv=None):
     if args.checkpoint:
         try:
             inspect_checkpoint(args)
-        except (FileNotFoundError, ValueError, KeyError) as e:
+        except (OSError, ValueError, KeyError) as e:
             sys.exit(f"error: {e}")
     else:
         lemma(args)
