@@ -815,3 +815,9 @@ def test_zero_rows_and_a_single_reserved_token_are_reported_not_as_a_cosine(tmp_
     assert '3 of the 4 unused tokens have all-zero rows (no direction, no cosine)' in r.stdout
     assert '1 unused token(s) with a nonzero row: too few for a pairwise cosine' in r.stdout
     assert 'mean pairwise cosine' not in r.stdout and 'nan' not in r.stdout
+
+
+@pytest.mark.parametrize('args', [['--eta', 'nan'], ['--lam', 'inf'], ['--r', '-1'], ['--steps', '100000000']])
+def test_theory_demo_refuses_numbers_that_measure_nothing(args):
+    r = run('theory_demo.py', *args)
+    assert r.returncode == 2 and 'Traceback' not in r.stderr and 'must be' in r.stderr.strip().splitlines()[-1]

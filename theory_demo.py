@@ -377,8 +377,11 @@ def main(argv=None):
         p.error('--unseen must be at least 2 and less than --classes')
     if min(args.width, args.n, args.batch, args.steps) < 2 or args.batch > args.n:
         p.error('--width, --n, --batch and --steps must be >= 2, and --batch <= --n')
-    if args.eta <= 0 or args.lam <= 0 or args.r <= 0:
-        p.error('--eta, --lam and --r must be > 0 (the run without weight decay is always added)')
+    if not all(0 < v <= 1e3 for v in (args.eta, args.lam, args.r)):   # nan and inf fail this too
+        p.error(f'--eta, --lam and --r must be numbers in (0, 1000], got {args.eta}, {args.lam}, {args.r} '
+                '(the run without weight decay is always added)')
+    if max(args.classes, args.width, args.n, args.steps) > 10 ** 6:
+        p.error('--classes, --width, --n and --steps must be at most 10^6')
     if args.checkpoint:
         try:
             inspect_checkpoint(args)
