@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import replace
 
 import pytest
@@ -500,7 +501,8 @@ def test_checkpoint_round_trip_and_ask(trained, capsys):
                                                                               reason='this machine has CUDA')),
     (['--out', 'README.md'], 'is a file'),
     (['--grid', '--freeze-emb', '--steps', '10'], 'cannot take --freeze-emb --steps'),
-    (['--quick'], '--quick and --seeds go with --grid'),
+    (['--quick'], '--quick, --seeds and --resume go with --grid'),
+    (['--grid', '--resume', 'README.md'], 'no grid_runs.jsonl there'),
     (['--grid', '--seeds', '0'], '--seeds must be >= 1'),
     (['--precision', 'fp16'], "invalid choice: 'fp16'"),
     (['--bench', '--precision', 'fp32', '--steps', '5'], 'cannot take --steps --precision'),
@@ -545,6 +547,24 @@ def test_ctrl_c_stops_a_run_with_one_line_and_leaves_no_folder(tmp_path):
         timer.cancel()
     assert proc.returncode == 1 and err.strip().splitlines() == ['error: interrupted (Ctrl-C); nothing was saved']
     assert not out.exists()
+
+
+def test_ctrl_c_stops_a_grid_with_one_line_that_says_how_to_resume(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != 'PYTHONUNBUFFERED'}
+    proc = subprocess.Popen([sys.executable, 'unseen.py', '--grid', '--quick', '--out', str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    timer = threading.Timer(60, proc.kill)
+    timer.start()
+    try:
+        assert proc.stdout.readline().startswith('grid: ')
+        time.sleep(3)                                # the workers are training
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate()
+    finally:
+        timer.cancel()
+    assert proc.returncode == 1 and err.strip().splitlines() == [
+        f'error: interrupted (Ctrl-C); the finished runs are kept in {tmp_path}/grid_runs.jsonl; '
+        f'to finish: python unseen.py --grid --quick --resume {tmp_path}']
 
 
 def test_an_unwritable_output_folder_is_refused_before_training(tmp_path):
@@ -649,7 +669,7 @@ def test_fine_tuning_starts_from_collapsed_fresh_or_copied_rows():
     assert steps == 0
 
 
-def test_grid_writes_table_figure_and_fine_tuning_contrast(tmp_path, monkeypatch):
+def test_grid_writes_table_figure_and_fine_tuning_contrast_and_resumes(tmp_path, monkeypatch, capsys):
     tiny = dict(n_symbols=40, max_depth=2, steps=4, eval_every=4, eval_n=10, n_layer=1, n_embd=32, batch_size=8)
     monkeypatch.setattr(U, 'GRID', tiny)
     monkeypatch.setattr(U, 'GRID_DIVERSITY', (20, 60))
@@ -667,6 +687,14 @@ def test_grid_writes_table_figure_and_fine_tuning_contrast(tmp_path, monkeypatch
     assert {r['seed'] for r in data['results']} == {0, 1}
     assert data['command'] == f'python unseen.py --grid --out {tmp_path} --precision fp32'
     assert (tmp_path / 'grid.png').stat().st_size > 10_000 and (tmp_path / 'finetune.png').is_file()
+    # an interrupted grid keeps what it finished, and --resume trains only the rest, to the same table
+    strip = lambda md: [line.rsplit('|', 2)[0] for line in md.split('Fine-tuning')[0].splitlines()[1:]]
+    lines = (tmp_path / 'grid_runs.jsonl').read_text().splitlines()
+    assert len(lines) == len(data['results'])
+    (tmp_path / 'grid_runs.jsonl').write_text('\n'.join(lines[:5]) + '\n')
+    U.main(['--grid', '--resume', str(tmp_path), '--precision', 'fp32'])
+    assert f'resuming: 5 of {len(lines)} runs already in' in capsys.readouterr().out
+    assert strip((tmp_path / 'grid.md').read_text()) == strip(table)            # all but the wall column
 
 
 def test_bench_reports_every_lever():

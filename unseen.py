@@ -41,6 +41,7 @@ import math
 import multiprocessing as mp
 import os
 import random
+import signal
 import sys
 import time
 from dataclasses import dataclass, asdict, fields, replace
@@ -799,19 +800,42 @@ def grid_job(job):
     return result, ({k: v.cpu() for k, v in model.state_dict().items()} if keep else None)
 
 
+def ignore_ctrl_c():
+    """Grid workers leave Ctrl-C to the main process, which stops them and says so in one line."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def run_grid(base, seeds, out, workers, log=print):
     """Train every row with every seed, `workers` runs at a time. Returns (results in row order, the
-    markdown table, the seed-0 standard model: the fine-tuning contrast starts from it)."""
+    markdown table, the seed-0 standard model: the fine-tuning contrast starts from it). Each finished
+    run is appended to out/grid_runs.jsonl at once (the standard model's weights to out/pretrained.pt),
+    and runs already there with the same configuration are not trained again: --resume."""
     jobs = [(label, replace(cfg, seed=seed), label == 'standard' and seed == seeds[0])
             for label, cfg in grid_rows(base) for seed in seeds]
-    results = []
-    with mp.get_context('spawn').Pool(workers) as pool:
-        for result, weights in pool.imap_unordered(grid_job, jobs):
-            results.append(result)
+    saved = os.path.join(out, 'grid_runs.jsonl')
+    same = lambda r, cfg: r['config'] == json.loads(json.dumps(asdict(cfg)))
+    kept = [json.loads(line) for line in open(saved)] if os.path.isfile(saved) else []
+    results = [r for r in kept if any(r['row'] == label and same(r, cfg) for label, cfg, _ in jobs)]
+    done_before = {(r['row'], r['seed']) for r in results}
+    if os.path.isfile(os.path.join(out, 'pretrained.pt')):
+        pretrained = torch.load(os.path.join(out, 'pretrained.pt'))
+    todo = [job for job in jobs if (job[0], job[1].seed) not in done_before
+            or job[2] and not os.path.isfile(os.path.join(out, 'pretrained.pt'))]
+    if results:
+        log(f"resuming: {len(jobs) - len(todo)} of {len(jobs)} runs already in {saved}")
+    results = [r for r in results if (r['row'], r['seed']) not in {(j[0], j[1].seed) for j in todo}]
+    open(saved, 'a').close()        # there from the start, so that --resume finds it even if nothing finished
+    with mp.get_context('spawn').Pool(workers, initializer=ignore_ctrl_c) as pool:
+        for result, weights in pool.imap_unordered(grid_job, todo):
             if weights is not None:
                 pretrained = weights
+                torch.save(weights, os.path.join(out, 'pretrained.pt'))
+            with open(saved, 'a') as f:
+                f.write(json.dumps(result) + '\n')
+            results.append(result)
             done = len(results)
-            left = sum(r['wall'] for r in results) / done * (len(jobs) - done) / workers
+            new = [r for r in results if (r['row'], r['seed']) not in done_before]
+            left = sum(r['wall'] for r in new) / len(new) * (len(jobs) - done) / workers
             log(f"[{done:2d}/{len(jobs)}] {result['row']:<40} seed {result['seed']} | "
                 + ' '.join(f"{s} {acc_str(result, s)}" for s in L.SCENARIOS) + f" | cos unseen {cos_str(result['cos_unseen'])} | "
                 f"{result['wall']:4.0f} s | about {left / 60:4.1f} min left")
@@ -968,13 +992,16 @@ def parse_args(argv=None):
                         "contrast; writes grid.md, grid.json, grid.png, finetune.png (about 28 min on 2 CPU cores)")
     p.add_argument('--quick', action='store_true', help='with --grid: one seed, fewer steps (about 6 min)')
     p.add_argument('--seeds', type=int, default=None, help='with --grid: seeds per row (default 2, 1 with --quick)')
+    p.add_argument('--resume', metavar='DIR', help='with --grid: finish an interrupted grid in DIR (same --quick and '
+                   '--seeds), training only the runs it does not have yet')
     p.add_argument('--bench', action='store_true',
                    help='measure training-loop tokens/s for each speed lever (the switches pick the model)')
     args = p.parse_args(argv)
 
     given = lambda names: [f"--{k.replace('_', '-')}" for k in names if getattr(args, k) != p.get_default(k)]
     if args.grid:
-        ignored = given(k for k in vars(args) if k not in ('grid', 'quick', 'seeds', 'device', 'precision', 'out'))
+        ignored = given(k for k in vars(args) if k not in ('grid', 'quick', 'seeds', 'device', 'precision', 'out',
+                                                           'resume'))
         if ignored:
             p.error(f"--grid trains its own configurations; it cannot take {' '.join(ignored)} "
                     "(only --quick, --seeds, --device, --precision, --out)")
@@ -983,8 +1010,12 @@ def parse_args(argv=None):
         if ignored:
             p.error(f"--bench times every precision for a fixed number of steps and writes nothing; "
                     f"it cannot take {' '.join(ignored)}")
-    if (args.quick or args.seeds is not None) and not args.grid:
-        p.error('--quick and --seeds go with --grid')
+    if (args.quick or args.seeds is not None or args.resume) and not args.grid:
+        p.error('--quick, --seeds and --resume go with --grid')
+    if args.resume and not os.path.isfile(os.path.join(args.resume, 'grid_runs.jsonl')):
+        p.error(f'--resume {args.resume}: no grid_runs.jsonl there (not a grid folder)')
+    if args.resume and args.out and args.out != args.resume:
+        p.error('--resume DIR writes into DIR; leave out --out')
     if args.seeds is not None and args.seeds < 1:
         p.error('--seeds must be >= 1')
     if args.ask is not None and not args.ckpt:
@@ -1050,8 +1081,10 @@ def main_grid(args, argv):
     base = replace(Config(), **(GRID_QUICK if args.quick else GRID), device=device,
                    precision=pick_precision(args.precision, device))
     seeds = list(range(args.seeds or (1 if args.quick else 2)))
-    out = args.out or os.path.join('runs', time.strftime('%Y%m%d-%H%M%S_') + ('grid-quick' if args.quick else 'grid'))
+    out = args.resume or args.out or os.path.join('runs', time.strftime('%Y%m%d-%H%M%S_') +
+                                                  ('grid-quick' if args.quick else 'grid'))
     os.makedirs(out, exist_ok=True)
+    args.out = out                  # for main's one-line answer to Ctrl-C
     command = ' '.join(['python', 'unseen.py'] + (sys.argv[1:] if argv is None else argv))
     rows = grid_rows(base)
     workers = (os.cpu_count() or 1) if device == 'cpu' else 1
@@ -1067,7 +1100,7 @@ def main_grid(args, argv):
     starts = ('collapsed', 'fresh', 'copied')
     weights = {k: v.cpu() for k, v in model.state_dict().items()}
     jobs = [(weights, cfg, start, ft_steps, ft_every) for start in starts]
-    with mp.get_context('spawn').Pool(min(workers, len(jobs))) as pool:
+    with mp.get_context('spawn').Pool(min(workers, len(jobs)), initializer=ignore_ctrl_c) as pool:
         ft = dict(zip(starts, pool.starmap(finetune_job, jobs)))
     ft = {start: dict(steps_to_90=steps, history=history) for start, (steps, history) in ft.items()}
     first = lambda h, level: next((f'{step}' for step, acc in h if acc >= level), f'> {ft_steps}')
@@ -1107,7 +1140,12 @@ def main(argv=None):
         print(f"\nwrote {rows}")
         return
     if args.grid:
-        return main_grid(args, argv)
+        try:
+            return main_grid(args, argv)
+        except KeyboardInterrupt:
+            sys.exit(f"error: interrupted (Ctrl-C); the finished runs are kept in {args.out}/grid_runs.jsonl; "
+                     f"to finish: python unseen.py --grid{' --quick' if args.quick else ''}"
+                     f"{f' --seeds {args.seeds}' if args.seeds else ''} --resume {args.out}")
     cfg = config_from_args(args)
     if args.bench:
         print(f"training-loop throughput, {describe(cfg)}, on {cfg.device}")
