@@ -471,6 +471,12 @@ def test_checkpoint_round_trip_and_ask(trained, capsys):
     assert r.returncode == 0, r.stderr
     assert 'problem: u1* . u1* -> u2* . x3 -> x4 . ? u2*' in r.stdout
     assert 'solver:  u2* T' in r.stdout and ('correct' in r.stdout or 'WRONG' in r.stdout)
+    edited = torch.load(path)
+    edited['config']['n_head'] = 5                    # 32 is not divisible by 5: the forward pass cannot run
+    torch.save(edited, path.parent / 'edited.pt')
+    r = run('unseen.py', '--ckpt', str(path.parent / 'edited.pt'), '--ask', 'u1 . u1 -> u2 . ? u2')
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+        f"error: {path.parent / 'edited.pt'} is not a checkpoint written by this unseen.py (RuntimeError)"]
     garbage = path.parent / 'garbage.pt'
     garbage.write_text('not a checkpoint')
     r = run('unseen.py', '--ckpt', str(garbage), '--ask', 'u1 . u1 -> u2 . ? u2')

@@ -598,6 +598,7 @@ def load_checkpoint(path, device='cpu'):
         ck = torch.load(path, map_location=device)
         cfg = Config(**{**ck['config'], 'device': device})
         model = model_from(cfg, ck['model'])
+        model(torch.zeros(1, 2, dtype=torch.long, device=device))   # an edited config (n_head ...) fails here
     except Exception as e:   # not a file torch can read, or not a checkpoint of this version of unseen.py
         raise ValueError(f"{path} is not a checkpoint written by this unseen.py ({type(e).__name__})") from e
     model.eval()
