@@ -835,6 +835,10 @@ def test_checkpoint_reader_names_the_file_and_what_is_wrong(tmp_path):
     (tmp_path / 'vocab.txt').unlink()
     (tmp_path / 'tokenizer.json').write_text(json.dumps({'model': {'vocab': 'abc'}}))
     assert 'tokenizer.json: no model.vocab mapping tokens to ids' in complaint()
+    (tmp_path / 'tokenizer.json').unlink()
+    write_safetensors(tmp_path / 'model.safetensors', {'wte.weight': ('F32', E.shape, E.tobytes())})
+    (tmp_path / 'vocab.txt').write_bytes(b'\xff\xfe\x00w\n')
+    assert 'vocab.txt: not UTF-8 text' in complaint()
 
 
 def test_zero_rows_and_a_single_reserved_token_are_reported_not_as_a_cosine(tmp_path):

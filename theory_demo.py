@@ -280,8 +280,11 @@ def load_embeddings(ckpt):
 def load_vocab(ckpt):
     """{token: id} from vocab.txt (one token a line) or tokenizer.json (model.vocab and added_tokens)."""
     if os.path.isfile(os.path.join(ckpt, 'vocab.txt')):
-        with open(os.path.join(ckpt, 'vocab.txt'), encoding='utf-8') as f:
-            return {line.rstrip('\n'): i for i, line in enumerate(f)}
+        try:
+            with open(os.path.join(ckpt, 'vocab.txt'), encoding='utf-8') as f:
+                return {line.rstrip('\n'): i for i, line in enumerate(f)}
+        except UnicodeDecodeError:
+            raise ValueError(f"{os.path.join(ckpt, 'vocab.txt')}: not UTF-8 text (one token a line)") from None
     if os.path.isfile(os.path.join(ckpt, 'tokenizer.json')):
         path = os.path.join(ckpt, 'tokenizer.json')
         tok = read_json(path, 'a tokenizer')
