@@ -270,8 +270,8 @@ def make_problems(rng, cfg, vocab, n, scenario='none'):
 
 def main(argv=None):
     d = GenConfig()
-    parser = argparse.ArgumentParser(description='Print Horn-clause problems with their forward-chaining chain '
-                                     '(by default, of the kind the demo trains on).')
+    parser = argparse.ArgumentParser(description='Print Horn-clause problems with their forward-chaining '
+                                     'chain (by default, of the kind the demo trains on).')
     parser.add_argument('--n', type=int, default=5, help='number of problems')
     parser.add_argument('--scenario', choices=SCENARIOS, default='none', help='which names are unseen')
     parser.add_argument('--n-symbols', type=int, default=5000, help='size of the training symbol pool')

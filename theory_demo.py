@@ -167,7 +167,7 @@ def lemma(args):
         for lam in (args.lam, 0.0):
             tr = train(H, y, args.classes, args.unseen, opt, args.eta, lam, args.steps, args.batch, args.seed)
             runs[opt, lam] = tr
-            bad = report(f'{opt}, lambda={lam:g}', tr)     # printed for every optimizer, counted for the lemma's
+            bad = report(f'{opt}, lambda={lam:g}', tr)     # printed for all, counted for the lemma's
             failed += len(bad) if opt != 'adamw' else 0
             if opt == 'adamw':
                 print(f"{'':<22} (AdamW: the bound is the GD lemma's, shown for comparison, not a claim)")
@@ -220,14 +220,16 @@ def read_tensor(path, name):
     if not (isinstance(info, dict) and {'dtype', 'shape', 'data_offsets'} <= set(info)):
         raise ValueError(f"{path}: no well-formed entry for tensor {name}")
     if info['dtype'] not in SAFETENSORS_DTYPES:
-        raise ValueError(f"{path}: {name} has dtype {info['dtype']}; can read {', '.join(SAFETENSORS_DTYPES)}")
+        raise ValueError(f"{path}: {name} has dtype {info['dtype']}; "
+                         f"can read {', '.join(SAFETENSORS_DTYPES)}")
     shape, offsets = info['shape'], info['data_offsets']
     if not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)
             and isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)):
         raise ValueError(f"{path}: {name} has a malformed shape or data_offsets")
     begin, end = offsets
     itemsize = np.dtype(SAFETENSORS_DTYPES[info['dtype']]).itemsize
-    if not 0 <= begin <= end or start + end > os.path.getsize(path) or end - begin != int(np.prod(shape)) * itemsize:
+    fits = 0 <= begin <= end and start + end <= os.path.getsize(path)
+    if not fits or end - begin != int(np.prod(shape)) * itemsize:
         raise ValueError(f"{path}: {name}'s data_offsets {offsets} do not fit its shape {shape} and the file")
     with open(path, 'rb') as f:
         f.seek(start + begin)
@@ -258,7 +260,7 @@ def tensor_files(ckpt):
         files = {}
         for name, fn in weight_map.items():
             path = os.path.realpath(os.path.join(ckpt, fn))
-            if os.path.isabs(fn) or os.path.dirname(path) != root and not path.startswith(root + os.sep):
+            if os.path.isabs(fn) or not path.startswith(root + os.sep):
                 raise ValueError(f"{index}: shard '{fn}' lies outside {ckpt}; refusing to read it")
             files[name] = path
         return files
@@ -284,11 +286,13 @@ def load_vocab(ckpt):
             with open(os.path.join(ckpt, 'vocab.txt'), encoding='utf-8') as f:
                 return {line.rstrip('\n'): i for i, line in enumerate(f)}
         except UnicodeDecodeError:
-            raise ValueError(f"{os.path.join(ckpt, 'vocab.txt')}: not UTF-8 text (one token a line)") from None
+            path = os.path.join(ckpt, 'vocab.txt')
+            raise ValueError(f"{path}: not UTF-8 text (one token a line)") from None
     if os.path.isfile(os.path.join(ckpt, 'tokenizer.json')):
         path = os.path.join(ckpt, 'tokenizer.json')
         tok = read_json(path, 'a tokenizer')
-        vocab = tok.get('model', {}).get('vocab') if isinstance(tok, dict) and isinstance(tok.get('model'), dict) else None
+        model = tok.get('model') if isinstance(tok, dict) else None
+        vocab = model.get('vocab') if isinstance(model, dict) else None
         if isinstance(vocab, list):              # Unigram: [[piece, score], ...]
             if not all(isinstance(v, list) and v and isinstance(v[0], str) for v in vocab):
                 raise ValueError(f"{path}: model.vocab is a list but not of [piece, score] pairs")
@@ -327,7 +331,8 @@ def inspect_checkpoint(args):
     print(f"{ckpt}: {name} {E.shape[0]} x {E.shape[1]}")
     zero = [i for i in unused if not np.any(E[i])]
     if zero:   # a zero row has no direction: as collapsed as rows can be, but no cosine to report
-        print(f"  {len(zero)} of the {len(unused)} unused tokens have all-zero rows (no direction, no cosine)")
+        print(f"  {len(zero)} of the {len(unused)} unused tokens have all-zero rows "
+              "(no direction, no cosine)")
         unused = [i for i in unused if np.any(E[i])]
     if len(unused) < 2:
         print(f"  {len(unused)} unused token(s) with a nonzero row: too few for a pairwise cosine")

@@ -27,7 +27,7 @@ Deviations from a textbook GPT (nanoGPT), all behind switches:
 Details the paper leaves open (our simplest choices, configurable): the model size, the copy
 attention's form (one head, no output projection), the orthogonal init scale, the data sizes.
 
-    python unseen.py --grid     # the paper's whole table (2 seeds per row) + the fine-tuning contrast, ~28 min
+    python unseen.py --grid     # the paper's table (2 seeds per row) + the fine-tuning contrast, ~28 min
     python unseen.py --bench    # training-loop tokens/s for each speed lever on this machine
 
 Speed: on a CPU with AVX512-BF16 or AMX the matrix products run in bfloat16 (--precision auto); --grid
@@ -125,7 +125,8 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
         self.identity = cfg.identity
         if cfg.identity:
-            self.id_a = nn.Parameter(torch.full((cfg.n_head,), cfg.identity_init))   # + a_h <x_s, x_t> / sqrt(C)
+            # + a_h <x_s, x_t> / sqrt(C)
+            self.id_a = nn.Parameter(torch.full((cfg.n_head,), cfg.identity_init))
             self.id_b = nn.Parameter(torch.full((cfg.n_head,), cfg.identity_init))   # + b_h att_h @ x
 
     def forward(self, x):
@@ -137,8 +138,8 @@ class CausalSelfAttention(nn.Module):
             att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))                                # (B, nh, T, T)
             if self.identity:
                 att = att + self.id_a.view(-1, 1, 1) * (x @ x.transpose(1, 2)).unsqueeze(1) / math.sqrt(C)
-            att = causal_softmax(att)                                                               # (B, nh, T, T)
-            y = att.to(v.dtype) @ v                                                                 # (B, nh, T, hs)
+            att = causal_softmax(att)  # (B, nh, T, T)
+            y = att.to(v.dtype) @ v  # (B, nh, T, hs)
         else:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)                             # (B, nh, T, hs)
         y = self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
@@ -252,7 +253,8 @@ class GPT(nn.Module):
         mask = targets != -1 if targets is not None else torch.ones(B, T, dtype=torch.bool, device=idx.device)
         logits = self.lm_head(x[mask]).float()                                       # (N, V)
         if pointer:   # write the attended context tokens' ids straight into the logits
-            logits = logits + self.copy.logits(att[mask], idx.unsqueeze(1).expand(B, T, T)[mask], logits.size(1))
+            context = idx.unsqueeze(1).expand(B, T, T)                               # (B, T, T): the ids seen
+            logits = logits + self.copy.logits(att[mask], context[mask], logits.size(1))
         if targets is None:
             return logits.view(B, T, -1), None                                       # (B, T, V)
         return logits, F.cross_entropy(logits, targets[mask])
@@ -512,15 +514,14 @@ def verdict(cfg, history, headline):
         lines.append(f"verdict: the model fails on {what} ({acc:.1%} exact match).")
     if headline != 'none':
         learned = last['none'] >= 0.9
-        lines.append(f"         in training symbols it solves {last['none']:.1%}: " + (
-            "it has not learned the task well, so not all of the failure is about the unseen names."
-            if not learned else "it learned the task, and that carries over to the unseen names." if acc >= 0.9
-            else "it learned the task, so what fails is the unseen names."))
+        why = ("it has not learned the task well, so not all of the failure is about the unseen names."
+               if not learned else "it learned the task, and that carries over to the unseen names."
+               if acc >= 0.9 else "it learned the task, so what fails is the unseen names.")
+        lines.append(f"         in training symbols it solves {last['none']:.1%}: {why}")
     if last['cos_unseen'] > 0.5 and not cfg.freeze_emb:
         lines.append(f"         its unseen unembeddings collapsed (mean cosine {last['cos_unseen']:.2f}): "
                      "it cannot tell unseen symbols apart.")
-    lines.append(f"         ({describe(cfg)}: identity terms {'on' if cfg.identity else 'off'}, copy attention "
-                 f"{cfg.copy_form + ' form' if cfg.copy_attn else 'off'})")
+    lines.append(f"         ({describe(cfg)}: {terms(cfg)})")
     return '\n'.join(lines)
 
 
@@ -566,7 +567,8 @@ def plot_rows(model, cfg, vocab, path):
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.6))
     pick = torch.randperm(len(vocab.train_ids), generator=torch.Generator().manual_seed(0))[:1000]
     train_ids = torch.tensor(vocab.train_ids)[pick]                 # 1000 of the training rows: enough to see
-    for ax, w, when in ((axes[0], start, 'start of training'), (axes[1], model.lm_head.weight, 'end of training')):
+    panels = ((axes[0], start, 'start of training'), (axes[1], model.lm_head.weight, 'end of training'))
+    for ax, w, when in panels:
         u = F.normalize(w.detach().float().cpu(), dim=1)
         x = u - u.mean(0)
         pcs = torch.linalg.svd(x, full_matrices=False).Vh[:2]           # (2, C)
@@ -625,8 +627,8 @@ def show(vocab, p, out):
 
 def ask(model, vocab, cfg, text):
     """Print the model's chain and answer for a problem in the text form, and for each token it writes
-    the top three candidates with their logits (a collapsed model ties between unseen names) and, with
-    copy attention, the context position it copies from. ValueError on bad input."""
+    the top three candidates with their logits and, with copy attention, the context position it copies
+    from. ValueError on bad input."""
     p = L.parse(text)
     ids, n_prompt = vocab.encode(p)
     if len(ids) > cfg.block_size():
@@ -636,10 +638,11 @@ def ask(model, vocab, cfg, text):
     ok = show(vocab, p, vocab.decode(out))
     context = ids[:n_prompt] + out
     print("\nstep by step (logits of the top three candidates):")
-    for k, (logits, att) in enumerate(trace):
+    for logits, att in trace:
         top = logits.float().topk(3)
-        line = f"  {marked(vocab, vocab.itos[top.indices[0]]):<8} " + ' | '.join(
-            f"{marked(vocab, vocab.itos[i]):>8} {v:6.2f}" for v, i in zip(top.values.tolist(), top.indices.tolist()))
+        names = [marked(vocab, vocab.itos[i]) for i in top.indices.tolist()]
+        cells = [f"{n:>8} {v:6.2f}" for n, v in zip(names, top.values.tolist())]
+        line = f"  {names[0]:<8} " + ' | '.join(cells)
         if att is not None:
             j = att.argmax().item()
             line += f"   <- copy from position {j} '{marked(vocab, vocab.itos[context[j]])}' ({att[j]:.2f})"
@@ -654,9 +657,10 @@ def mistakes(model, vocab, cfg, scenario, n=3):
     print(f"\nteacher-forced accuracy per target position ({scenario}): " +
           ' | '.join(f"{k} {v:.1%}" for k, v in by_pos.items()))
     model.eval()
-    wrong = [p for p, ok in zip(problems, exact_match(model, *make_batch(problems, vocab, cfg.device))) if not ok]
-    print(f"first {min(n, len(wrong))} of {len(wrong)} mistakes on '{scenario}' (greedy decoding):" if wrong else
-          f"no mistakes on the {len(problems)} '{scenario}' problems")
+    ok = exact_match(model, *make_batch(problems, vocab, cfg.device))
+    wrong = [p for p, right in zip(problems, ok) if not right]
+    print(f"first {min(n, len(wrong))} of {len(wrong)} mistakes on '{scenario}' (greedy decoding):"
+          if wrong else f"no mistakes on the {len(problems)} '{scenario}' problems")
     for p in wrong[:n]:
         ids, n_prompt = vocab.encode(p)
         show(vocab, p, vocab.decode(generate(model, vocab, ids[:n_prompt])))
@@ -739,7 +743,8 @@ def grid_rows(base):
     rows = [c(), c(identity=False),                                  # what the identity terms buy
             c(**copy), c(**pointer),                                 # copy attention alone, both forms
             c(freeze_emb=True), c(freeze_emb=True, **copy),
-            c(forget_every=K), c(forget_every=K, forget_until=N), c(forget_every=K, forget_until=N, **pointer),
+            c(forget_every=K), c(forget_every=K, forget_until=N),
+            c(forget_every=K, forget_until=N, **pointer),
             c(tie_emb=False)]
     rows = [(describe(r), r) for r in rows]
     for n in GRID_DIVERSITY:
@@ -756,9 +761,10 @@ def spread(xs, fmt):
 
 def grid_table(results, base):
     pct = lambda v: f"{100 * v:.1f}"
-    tf = lambda rs, s: f"{sum(100 * r[s + '_T'] for r in rs) / len(rs):.0f} / {sum(100 * r[s + '_F'] for r in rs) / len(rs):.0f}"
-    lines = [f"| configuration ({base.n_symbols} training symbols unless named) | none | query | query T / F | all | "
-             "all T / F | unseen-row cosine | wall (s) |", '|---|---|---|---|---|---|---|---|']
+    mean = lambda rs, key: sum(100 * r[key] for r in rs) / len(rs)
+    tf = lambda rs, s: f"{mean(rs, s + '_T'):.0f} / {mean(rs, s + '_F'):.0f}"
+    lines = [f"| configuration ({base.n_symbols} training symbols unless named) | none | query | "
+             "query T / F | all | all T / F | unseen-row cosine | wall (s) |", '|---' * 8 + '|']
     for label in dict.fromkeys(r['row'] for r in results):
         rs = [r for r in results if r['row'] == label]
         cells = [spread([r['none'] for r in rs], pct)]
@@ -796,8 +802,8 @@ def grid_job(job):
     t = time.time()
     model, vocab, history = train(cfg, log=lambda *a: None)
     last = history[-1]
-    result = dict(row=label, seed=cfg.seed, **{k: last[k] for k in accuracy_keys()}, cos_unseen=last['cos_unseen'],
-                  wall=time.time() - t, config=asdict(cfg))
+    result = dict(row=label, seed=cfg.seed, **{k: last[k] for k in accuracy_keys()},
+                  cos_unseen=last['cos_unseen'], wall=time.time() - t, config=asdict(cfg))
     return result, ({k: v.cpu() for k, v in model.state_dict().items()} if keep else None)
 
 
@@ -813,33 +819,36 @@ def run_grid(base, seeds, out, workers, log=print):
     and runs already there with the same configuration are not trained again: --resume."""
     jobs = [(label, replace(cfg, seed=seed), label == 'standard' and seed == seeds[0])
             for label, cfg in grid_rows(base) for seed in seeds]
-    saved = os.path.join(out, 'grid_runs.jsonl')
-    same = lambda r, cfg: r['config'] == json.loads(json.dumps(asdict(cfg)))
+    saved, weights_file = os.path.join(out, 'grid_runs.jsonl'), os.path.join(out, 'pretrained.pt')
+    # --resume: keep the finished runs of these very configurations (the weights too, for the one kept)
+    wanted = {(label, cfg.seed): json.loads(json.dumps(asdict(cfg))) for label, cfg, _ in jobs}
     kept = [json.loads(line) for line in open(saved)] if os.path.isfile(saved) else []
-    results = [r for r in kept if any(r['row'] == label and same(r, cfg) for label, cfg, _ in jobs)]
+    results = [r for r in kept if wanted.get((r['row'], r['seed'])) == r['config']]
+    if os.path.isfile(weights_file):
+        pretrained = torch.load(weights_file)
+    else:   # the run whose weights the fine-tuning needs is trained again
+        results = [r for r in results if not any(keep and (label, cfg.seed) == (r['row'], r['seed'])
+                                                 for label, cfg, keep in jobs)]
     done_before = {(r['row'], r['seed']) for r in results}
-    if os.path.isfile(os.path.join(out, 'pretrained.pt')):
-        pretrained = torch.load(os.path.join(out, 'pretrained.pt'))
-    todo = [job for job in jobs if (job[0], job[1].seed) not in done_before
-            or job[2] and not os.path.isfile(os.path.join(out, 'pretrained.pt'))]
+    todo = [job for job in jobs if (job[0], job[1].seed) not in done_before]
     if results:
-        log(f"resuming: {len(jobs) - len(todo)} of {len(jobs)} runs already in {saved}")
-    results = [r for r in results if (r['row'], r['seed']) not in {(j[0], j[1].seed) for j in todo}]
+        log(f"resuming: {len(results)} of {len(jobs)} runs already in {saved}")
     open(saved, 'a').close()        # there from the start, so that --resume finds it even if nothing finished
     with mp.get_context('spawn').Pool(workers, initializer=ignore_ctrl_c) as pool:
         for result, weights in pool.imap_unordered(grid_job, todo):
             if weights is not None:
                 pretrained = weights
-                torch.save(weights, os.path.join(out, 'pretrained.pt'))
+                torch.save(weights, weights_file)
             with open(saved, 'a') as f:
                 f.write(json.dumps(result) + '\n')
             results.append(result)
             done = len(results)
-            new = [r for r in results if (r['row'], r['seed']) not in done_before]
+            new = results[len(done_before):]                 # trained in this call: the time estimate
             left = sum(r['wall'] for r in new) / len(new) * (len(jobs) - done) / workers
-            log(f"[{done:2d}/{len(jobs)}] {result['row']:<40} seed {result['seed']} | "
-                + ' '.join(f"{s} {acc_str(result, s)}" for s in L.SCENARIOS) + f" | cos unseen {cos_str(result['cos_unseen'])} | "
-                f"{result['wall']:4.0f} s | about {left / 60:4.1f} min left")
+            accs = ' '.join(f"{s} {acc_str(result, s)}" for s in L.SCENARIOS)
+            log(f"[{done:2d}/{len(jobs)}] {result['row']:<40} seed {result['seed']} | {accs} | "
+                f"cos unseen {cos_str(result['cos_unseen'])} | {result['wall']:4.0f} s | "
+                f"about {left / 60:4.1f} min left")
     order = {(label, cfg.seed): i for i, (label, cfg, _) in enumerate(jobs)}
     results.sort(key=lambda r: order[r['row'], r['seed']])
     cfg = next(cfg for label, cfg, keep in jobs if keep)
@@ -942,10 +951,17 @@ def pick_device(name):
     return 'cpu'
 
 
+def terms(cfg):
+    """What the run's attention has, in words: 'identity terms on, copy attention off'."""
+    return (f"identity terms {'on' if cfg.identity else 'off'}, "
+            f"copy attention {cfg.copy_form + ' form' if cfg.copy_attn else 'off'}")
+
+
 def describe(cfg):
     """The switches of a run, e.g. 'copy-attn + freeze-emb' ('standard' if none)."""
     on = [('no-identity', not cfg.identity), ('copy-attn', cfg.copy_attn and cfg.copy_form == 'residual'),
-          ('copy-pointer', cfg.copy_attn and cfg.copy_form == 'pointer'), ('freeze-emb', cfg.freeze_emb), ('untied', not cfg.tie_emb),
+          ('copy-pointer', cfg.copy_attn and cfg.copy_form == 'pointer'), ('freeze-emb', cfg.freeze_emb),
+          ('untied', not cfg.tie_emb),
           (f'forget-every {cfg.forget_every}', cfg.forget_every),
           (f'until {cfg.forget_until}', cfg.forget_every and cfg.forget_until)]
     return ' + '.join(name for name, flag in on if flag) or 'standard'
@@ -963,7 +979,8 @@ def parse_args(argv=None):
     p.add_argument('--identity', action=argparse.BooleanOptionalAction, default=d.identity,
                    help="Boix-Adsera et al.'s identity terms (a_h I, b_h I) in every attention head")
     p.add_argument('--identity-init', type=float, default=d.identity_init, help='a_h = b_h at the start')
-    p.add_argument('--emb-norm', type=float, default=d.emb_norm, help='mean row norm of the orthogonal (un)embeddings')
+    p.add_argument('--emb-norm', type=float, default=d.emb_norm,
+                   help='mean row norm of the orthogonal (un)embeddings')
     p.add_argument('--freeze-emb', action='store_true', help='orthogonal (un)embeddings, never updated')
     p.add_argument('--untie-emb', action='store_true', help='separate input embedding and unembedding')
     p.add_argument('--forget-every', type=int, default=0, metavar='K', help='reset (un)embeddings every K steps')
@@ -986,26 +1003,27 @@ def parse_args(argv=None):
                    help='bf16: matrix products in bfloat16 (autocast); auto: bf16 where the hardware is fast at it')
     p.add_argument('--out', default=None, help='output folder (default: runs/<time>_<switches>)')
     p.add_argument('--ask', metavar='TEXT', help="solve one problem, e.g. 'u1 . u1 -> u2 . ? u2', with --ckpt")
-    p.add_argument('--ckpt', metavar='PATH', help='checkpoint written by a training run: evaluate it on the three '
-                   'scenarios (mistakes shown for --unseen), or solve one problem with --ask')
+    p.add_argument('--ckpt', metavar='PATH', help='checkpoint written by a training run: evaluate it on the '
+                   'three scenarios (mistakes shown for --unseen), or solve one problem with --ask')
     p.add_argument('--grid', action='store_true',
                    help="train every configuration of the paper's table (2 seeds each) and run the fine-tuning "
-                        "contrast; writes grid.md, grid.json, grid.png, finetune.png (about 28 min on 2 CPU cores)")
+                        "contrast; writes grid.md, grid.json, grid.png, finetune.png "
+                        "(about 28 min on 2 CPU cores)")
     p.add_argument('--quick', action='store_true', help='with --grid: one seed, fewer steps (about 6 min)')
     p.add_argument('--seeds', type=int, default=None, help='with --grid: seeds per row (default 2, 1 with --quick)')
-    p.add_argument('--resume', metavar='DIR', help='with --grid: finish an interrupted grid in DIR (same --quick and '
-                   '--seeds), training only the runs it does not have yet')
+    p.add_argument('--resume', metavar='DIR', help='with --grid: finish an interrupted grid in DIR (same '
+                   '--quick and --seeds), training only the runs it does not have yet')
     p.add_argument('--bench', action='store_true',
                    help='measure training-loop tokens/s for each speed lever (the switches pick the model)')
     args = p.parse_args(argv)
 
     given = lambda names: [f"--{k.replace('_', '-')}" for k in names if getattr(args, k) != p.get_default(k)]
     if args.grid:
-        ignored = given(k for k in vars(args) if k not in ('grid', 'quick', 'seeds', 'device', 'precision', 'out',
-                                                           'resume'))
+        allowed = ('grid', 'quick', 'seeds', 'resume', 'device', 'precision', 'out')
+        ignored = given(k for k in vars(args) if k not in allowed)
         if ignored:
             p.error(f"--grid trains its own configurations; it cannot take {' '.join(ignored)} "
-                    "(only --quick, --seeds, --device, --precision, --out)")
+                    "(only --quick, --seeds, --resume, --device, --precision, --out)")
     if args.bench:
         ignored = given(('unseen', 'steps', 'eval_every', 'eval_n', 'precision', 'out', 'ask', 'ckpt'))
         if ignored:
@@ -1024,8 +1042,8 @@ def parse_args(argv=None):
     if args.ckpt and args.ask is None:
         ignored = given(k for k in vars(args) if k not in ('ckpt', 'ask', 'unseen', 'device'))
         if ignored:
-            p.error(f"--ckpt evaluates a trained model on its own test problems; it cannot take {' '.join(ignored)} "
-                    "(only --unseen, --device, or --ask)")
+            p.error(f"--ckpt evaluates a trained model on its own test problems; it cannot take "
+                    f"{' '.join(ignored)} (only --unseen, --device, or --ask)")
     if args.ckpt and not os.path.isfile(args.ckpt):
         p.error(f'--ckpt {args.ckpt}: no such file')
     for name in ('steps', 'batch_size', 'eval_every', 'eval_n', 'n_layer', 'n_head', 'n_embd'):
@@ -1039,15 +1057,18 @@ def parse_args(argv=None):
     size_error = L.size_error(args.n_symbols, args.max_depth, args.max_premises)
     if size_error:
         p.error(size_error)
-    for name, low, high in (('lr', 0, 1), ('weight_decay', 0, 10), ('identity_init', -100, 100), ('emb_norm', 0, 100)):
-        v = getattr(args, name)    # nan and inf fail both comparisons; a zero lr or norm trains nothing
-        if not (low <= v <= high) or (v == 0 and name in ('lr', 'emb_norm')):
-            p.error(f"--{name.replace('_', '-')} {v}: must be a number in {'(' if name in ('lr', 'emb_norm') else '['}"
-                    f"{low}, {high}]")
+    # nan and inf fail both comparisons; a zero lr or norm trains nothing
+    for name, low, high in (('lr', 0, 1), ('weight_decay', 0, 10), ('identity_init', -100, 100),
+                            ('emb_norm', 0, 100)):
+        v, open_low = getattr(args, name), name in ('lr', 'emb_norm')
+        if not (low <= v <= high) or (v == 0 and open_low):
+            flag = '--' + name.replace('_', '-')
+            p.error(f"{flag} {v}: must be a number in {'(' if open_low else '['}{low}, {high}]")
     for name, high in (('n_symbols', 100_000), ('n_embd', 2048), ('n_layer', 48), ('batch_size', 4096),
                        ('eval_n', 20_000), ('steps', 10_000_000)):
         if getattr(args, name) > high:
-            p.error(f"--{name.replace('_', '-')} {getattr(args, name)}: at most {high} (this is a small-model demo)")
+            p.error(f"--{name.replace('_', '-')} {getattr(args, name)}: at most {high} "
+                    "(this is a small-model demo)")
     if args.freeze_emb and args.forget_every:
         p.error('--freeze-emb and --forget-every contradict each other: frozen embeddings are never reset')
     if args.copy_form != p.get_default('copy_form') and not args.copy_attn:
@@ -1113,7 +1134,8 @@ def main_grid(args, argv):
     with open(os.path.join(out, 'grid.md'), 'w') as f:
         f.write(f"`{command}`: {len(seeds)} seed(s) per row, mean (min-max); {base.steps} steps, depth 1-"
                 f"{base.max_depth}, {device} in {base.precision}; total wall {wall / 60:.1f} min\n\n"
-                f"{table}\n\nFine-tuning contrast (standard, seed {seeds[0]}, evaluated every {ft_every} steps):"
+                f"{table}\n\nFine-tuning contrast (standard, seed {seeds[0]}, "
+                f"evaluated every {ft_every} steps):"
                 f"\n\n{ft_table}\n")
     with open(os.path.join(out, 'grid.json'), 'w') as f:
         json.dump(dict(command=command, results=results, finetune=ft, wall=wall), f, indent=1)
@@ -1144,7 +1166,8 @@ def main(argv=None):
         try:
             return main_grid(args, argv)
         except KeyboardInterrupt:
-            sys.exit(f"error: interrupted (Ctrl-C); the finished runs are kept in {args.out}/grid_runs.jsonl; "
+            sys.exit(f"error: interrupted (Ctrl-C); the finished runs are kept in "
+                     f"{args.out}/grid_runs.jsonl; "
                      f"to finish: python unseen.py --grid{' --quick' if args.quick else ''}"
                      f"{f' --seeds {args.seeds}' if args.seeds else ''} --resume {args.out}")
     cfg = config_from_args(args)
@@ -1165,11 +1188,11 @@ def main(argv=None):
     n_params = sum(p.numel() for p in GPT(cfg, len(L.Vocab(cfg.n_symbols))).parameters())
     print(f"model: {name} ({n_params / 1e3:.0f}k parameters); {cfg.steps} steps on {cfg.device} in {cfg.precision}, "
           f"{cfg.n_symbols} training symbols, 100 unseen; writing to {out}")
-    print(f"       identity terms {'on' if cfg.identity else 'off'} in every attention head " +
-          (f"(Boix-Adsera et al.: + a_h I in the scores, + b_h I in the values, a = b = {cfg.identity_init:g} at "
-           "the start; the same function class, easier to learn; --no-identity: the textbook form)"
-           if cfg.identity else "(--no-identity: the textbook parametrisation, slow to learn this task)") +
-          f"; copy attention {'on, ' + cfg.copy_form + ' form' if cfg.copy_attn else 'off'}")
+    why = (f"the identity terms (Boix-Adsera et al.) add a_h I to every head's scores and b_h I to its\n"
+           f"       values, a = b = {cfg.identity_init:g} at the start: the same function class, easier to "
+           "learn (--no-identity: the textbook form)" if cfg.identity
+           else "the textbook attention, slow to learn this task")
+    print(f"       {terms(cfg)}; {why}")
     t0 = time.time()
     try:
         model, vocab, history = train(cfg)
@@ -1185,7 +1208,8 @@ def main(argv=None):
     print(f"trained in {wall // 60:.0f} min {wall % 60:.0f} s")
     mistakes(model, vocab, cfg, args.unseen)
     print(f"\nwrote {out}/ckpt.pt, {out}/training.png and {out}/ckpt_rows.png; try:\n"
-          f"  python unseen.py --ckpt {out}/ckpt.pt --ask 'u92 . u29 . u75 -> u13 . u40 -> u3 . u92 -> u75 . u40 -> u2 . ? u3'")
+          f"  python unseen.py --ckpt {out}/ckpt.pt --ask "
+          "'u92 . u29 . u75 -> u13 . u40 -> u3 . u92 -> u75 . u40 -> u2 . ? u3'")
 
 
 if __name__ == '__main__':
