@@ -785,9 +785,9 @@ def test_checkpoint_inspection_reports_and_complains(tmp_path):
     assert '10 unused tokens:          mean pairwise cosine 1.000' in r.stdout
     assert (tmp_path / 'unused_tokens.png').is_file()
     (tmp_path / 'vocab.txt').write_text('\n'.join(f'w{i}' for i in range(40)) + '\n')
-    r = run('theory_demo.py', '--checkpoint', str(tmp_path))
-    assert r.returncode == 1 and r.stderr.strip() == (f"error: no reserved unused tokens in the vocabulary of {tmp_path}: "
-                                                      "looked for [unusedN] and <unusedN>")
+    r = run('theory_demo.py', '--checkpoint', str(tmp_path), '--out', str(tmp_path))   # no reserved tokens:
+    assert r.returncode == 0 and 'no reserved [unusedN] / <unusedN> tokens' in r.stdout    # the finder alone
+    assert '10 tokens (25.00% of 40) are in it' in r.stdout
     r = run('theory_demo.py', '--checkpoint', str(tmp_path / 'nowhere'))
     assert r.returncode == 1 and 'does not exist' in r.stderr and 'Traceback' not in r.stderr
     write_safetensors(tmp_path / 'model.safetensors', {'bias': ('F32', (3,), np.ones(3, '<f4').tobytes())})
@@ -853,6 +853,59 @@ def test_zero_rows_and_a_single_reserved_token_are_reported_not_as_a_cosine(tmp_
     assert '3 of the 4 unused tokens have all-zero rows (no direction, no cosine)' in r.stdout
     assert '1 unused token(s) with a nonzero row: too few for a pairwise cosine' in r.stdout
     assert 'mean pairwise cosine' not in r.stdout and 'nan' not in r.stdout
+
+
+def planted_checkpoint(path, dtype, tied, V=400, width=64, seed=0):
+    """A checkpoint whose never-trained rows are known: 15 of V tokens (10 named [unusedN], 5 ordinary
+    names) have unembedding rows collapsed onto one vector; every other row is random. Untied: the input
+    rows of the 15 are smaller (never a gradient, only decay) but spread; the unembedding is lm_head.weight."""
+    rng = np.random.default_rng(seed)
+    planted = np.sort(rng.choice(V, 15, replace=False))
+    W = rng.normal(size=(V, width)).astype(np.float32)
+    W[planted] = 2 * rng.normal(size=width) + 0.05 * rng.normal(size=(15, width))
+    names = [f'tok{i}' for i in range(V)]
+    for k, i in enumerate(planted[:10]):
+        names[i] = f'[unused{k}]'
+
+    def blob(M):
+        return ('F32', M.shape, M.astype('<f4').tobytes()) if dtype == 'F32' else \
+               ('BF16', M.shape, (M.astype(np.float32).view(np.uint32) >> 16).astype('<u2').tobytes())
+    tensors = {'model.embed_tokens.weight': blob(W)}
+    if not tied:
+        E = rng.normal(size=(V, width)).astype(np.float32)
+        E[planted] *= 0.3           # smaller, but spread: no cluster on the input side
+        tensors = {'model.embed_tokens.weight': blob(E), 'lm_head.weight': blob(W)}
+    write_safetensors(path / 'model.safetensors', tensors)
+    (path / 'vocab.txt').write_text('\n'.join(names) + '\n')
+    return planted, names
+
+
+@pytest.mark.parametrize('dtype,tied', [('F32', True), ('BF16', True), ('F32', False), ('BF16', False)])
+def test_cluster_finder_finds_exactly_the_planted_never_trained_rows(tmp_path, dtype, tied, capsys):
+    planted, names = planted_checkpoint(tmp_path, dtype, tied)
+    TD.main(['--checkpoint', str(tmp_path), '--out', str(tmp_path / 'out')])
+    out = capsys.readouterr().out
+    assert ('untied: lm_head.weight' in out) != tied
+    assert '15 tokens (3.75% of 400) are in it; 10 of them are reserved tokens (10 of the 10' in out
+    rows = [line.split('\t') for line in (tmp_path / 'out' / 'token_ranking.tsv').read_text().splitlines()[1:]]
+    assert len(rows) == 400 and sorted(int(r[1]) for r in rows if r[4] == '1') == planted.tolist()
+    assert sorted(int(r[1]) for r in rows[:15]) == planted.tolist()      # ranked first, too
+    others = (tmp_path / 'out' / 'cluster_other_tokens.txt').read_text().splitlines()
+    assert sorted(json.loads(line.split('\t')[1]) for line in others) == sorted(names[i] for i in planted[10:])
+    if not tied:
+        assert 'input-row norm (untied): median' in out
+    assert (tmp_path / 'out' / 'unused_tokens.png').is_file()
+
+
+def test_cluster_finder_on_rows_with_no_cluster_and_unreachable_pieces(tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    assert TD.find_cluster(rng.normal(size=(300, 64))) is None        # random rows: nothing to find
+    W = rng.normal(size=(300, 64))
+    W[:5] = W[0] + 0.01 * rng.normal(size=(5, 64))
+    close, members = TD.find_cluster(W)
+    assert np.flatnonzero(members).tolist() == [0, 1, 2, 3, 4] and close[:5].min() > 0.99
+    assert [TD.unreachable_piece(t) for t in ('##,', '##\u5289', '##a', '##,,', ',', '##\u00bf')] == \
+           [True, True, False, False, False, True]
 
 
 @pytest.mark.parametrize('args', [['--eta', 'nan'], ['--lam', 'inf'], ['--r', '-1'], ['--steps', '100000000']])

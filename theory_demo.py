@@ -17,7 +17,8 @@ reconstruction of the lemma (the paper's proof is not available here).
     python theory_demo.py --optimizers adamw               # AdamW: no proof in the paper; see what it does
 
 Part 2: the collapse in a pretrained model. Reserved, never-trained tokens ([unusedN] in BERT vocabularies,
-<unusedN> in Gemma) should have embeddings far more alike than ordinary tokens.
+<unusedN> in Gemma) should have embeddings far more alike than ordinary tokens. And if the lemma is right,
+every never-trained token sits in one cluster whatever its name: find_cluster finds it without names.
 
     python theory_demo.py --checkpoint DIR                 # DIR holds model.safetensors + vocab.txt/tokenizer.json
 """
@@ -30,6 +31,7 @@ import re
 import struct
 import sys
 import time
+import unicodedata
 
 import numpy as np
 
@@ -64,14 +66,32 @@ def grad(U, H, y):
     return P.T @ H / len(y)
 
 
+def unit_rows(E):
+    """Each row scaled to length 1 (an all-zero row stays zero)."""
+    return E / np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12)
+
+
+def pairwise_cosines(E):
+    """The cosine of every distinct pair of rows."""
+    unit = unit_rows(E)
+    i, j = np.triu_indices(len(E), k=1)
+    return (unit @ unit.T)[i, j]
+
+
 def pairwise(rows):
     """(mean pairwise distance, mean pairwise cosine) over the distinct pairs of rows."""
     if len(rows) < 2:
         return np.nan, np.nan
     i, j = np.triu_indices(len(rows), k=1)
-    dist = np.linalg.norm(rows[i] - rows[j], axis=1)
-    unit = rows / np.linalg.norm(rows, axis=1, keepdims=True)
-    return dist.mean(), (unit[i] * unit[j]).sum(axis=1).mean()
+    return np.linalg.norm(rows[i] - rows[j], axis=1).mean(), pairwise_cosines(rows).mean()
+
+
+def pyplot():
+    """matplotlib without a screen (imported only when a figure is drawn)."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    return plt
 
 
 def contraction_bound(eta, lam, r, p):
@@ -134,9 +154,7 @@ def report(name, tr):
 
 
 def plot_lemma(runs, path):
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     lams = sorted({lam for _, lam in runs}, reverse=True)
     fig, axes = plt.subplots(2, len(lams), figsize=(5.5 * len(lams), 7), squeeze=False)
     for col, lam in enumerate(lams):
@@ -190,6 +208,7 @@ def lemma(args):
 SAFETENSORS_DTYPES = {'F32': np.float32, 'F16': np.float16, 'BF16': np.uint16, 'F64': np.float64}
 EMBEDDING_NAMES = ('word_embeddings.weight', 'embed_tokens.weight', 'wte.weight', 'tok_embeddings.weight',
                    'shared.weight')
+UNEMBEDDING_NAMES = ('lm_head.weight', 'embed_out.weight')   # (and a bare 'output.weight')
 UNUSED = re.compile(r'^(\[unused\d+\]|<unused\d+>)$')
 
 
@@ -279,6 +298,19 @@ def load_embeddings(ckpt):
     return names[0], read_tensor(files[names[0]], names[0])
 
 
+def load_unembedding(ckpt, E):
+    """(name, matrix) of an untied model's unembedding (the output rows, of E's shape), or None when the
+    model is tied (no such tensor, or one equal to E)."""
+    files = tensor_files(ckpt)
+    for name in sorted(files, key=len):
+        if name.endswith(UNEMBEDDING_NAMES) or name == 'output.weight':
+            shape = safetensors_header(files[name])[0][name].get('shape')
+            if shape == list(E.shape):
+                W = read_tensor(files[name], name)
+                return None if np.array_equal(W, E) else (name, W)
+    return None
+
+
 def load_vocab(ckpt):
     """{token: id} from vocab.txt (one token a line) or tokenizer.json (model.vocab and added_tokens)."""
     if os.path.isfile(os.path.join(ckpt, 'vocab.txt')):
@@ -309,10 +341,42 @@ def load_vocab(ckpt):
     raise FileNotFoundError(f"no vocab.txt or tokenizer.json in {ckpt}")
 
 
-def pairwise_cosines(E):
-    unit = E / np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12)
-    i, j = np.triu_indices(len(E), k=1)
-    return (unit @ unit.T)[i, j]
+def find_cluster(W, tight=0.8, sample=8192, seed=0):
+    """The largest tight cluster of rows of W, found without any token's name. Rows are centred (the mean
+    row says nothing about which token a row belongs to) and scaled to length 1. The seed is the row with
+    the most neighbours at cosine > tight (counted against a random sample of rows, so that a large
+    vocabulary costs vocab x sample products, not vocab^2); the centre is the mean of the rows within
+    `tight` of it, recomputed until the members stop changing.
+    Returns (every row's cosine to the centre, member mask), or None when no two rows are that close."""
+    U = unit_rows(W - W.mean(axis=0)).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    cols = U[rng.choice(len(U), min(sample, len(U)), replace=False)]
+    counts = np.concatenate([(U[s:s + 4096] @ cols.T > tight).sum(axis=1) for s in range(0, len(U), 4096)])
+    centre, members = U[counts.argmax()], None
+    for _ in range(50):
+        close = U @ centre
+        if members is not None and np.array_equal(close > tight, members):
+            break
+        members = close > tight
+        centre = unit_rows(U[members].mean(axis=0, keepdims=True))[0]
+    return (close, members) if members.sum() >= 2 else None
+
+
+def unreachable_piece(token):
+    """A WordPiece token BERT's tokenizer can never produce: '##' + one character it always splits off on
+    its own (ASCII or Unicode punctuation, or a CJK ideograph), so the piece never occurs in training."""
+    if len(token) != 3 or not token.startswith('##'):
+        return False
+    o = ord(token[2])
+    cjk = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
+           (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+    return (33 <= o <= 47 or 58 <= o <= 64 or 91 <= o <= 96 or 123 <= o <= 126
+            or unicodedata.category(token[2]).startswith('P') or any(a <= o <= b for a, b in cjk))
+
+
+def token_text(token):
+    """A token as a quoted one-line string: spaces, tabs and newlines visible."""
+    return json.dumps(token, ensure_ascii=False)
 
 
 def inspect_checkpoint(args):
@@ -321,14 +385,31 @@ def inspect_checkpoint(args):
         raise FileNotFoundError(f"checkpoint folder {ckpt} does not exist")
     vocab = load_vocab(ckpt)
     name, E = load_embeddings(ckpt)
+    untied = load_unembedding(ckpt, E)
+    print(f"{ckpt}: {name} {E.shape[0]} x {E.shape[1]}"
+          + (f", untied: {untied[0]}" if untied else " (tied: the same rows are the unembedding)"))
+    os.makedirs(args.out, exist_ok=True)
     unused = sorted(i for t, i in vocab.items() if UNUSED.match(t) and i < len(E))
+    pairs = reserved_tokens(E, unused, vocab, args.seed) if unused else None
     if not unused:
-        raise ValueError(f"no reserved unused tokens in the vocabulary of {ckpt}: looked for [unusedN] and <unusedN>")
+        print("  no reserved [unusedN] / <unusedN> tokens in the vocabulary: only the cluster finder below")
+    W = untied[1] if untied else E
+    found = find_cluster(W, args.tight)
+    plot_unused(pairs, found, unused, args, os.path.join(args.out, 'unused_tokens.png'))
+    if found is None:
+        print(f"  no two rows of the {'unembedding' if untied else 'embedding'} have a centred cosine above "
+              f"{args.tight}: no collapsed cluster")
+        return
+    report_cluster(found, unused, vocab, untied and E, args)
+
+
+def reserved_tokens(E, unused, vocab, seed):
+    """Part 2 as the paper does it: the reserved tokens' rows against as many random ordinary rows.
+    Returns (their pairwise cosines, the ordinary ones') for the plot, or None."""
     special = re.compile(r'^(\[.*\]|<.*>)$')
     ordinary = [i for t, i in vocab.items() if not special.match(t) and i < len(E)]
-    rng = np.random.default_rng(args.seed)
+    rng = np.random.default_rng(seed)
     sample = rng.choice(ordinary, size=min(len(unused), len(ordinary)), replace=False)
-    print(f"{ckpt}: {name} {E.shape[0]} x {E.shape[1]}")
     zero = [i for i in unused if not np.any(E[i])]
     if zero:   # a zero row has no direction: as collapsed as rows can be, but no cosine to report
         print(f"  {len(zero)} of the {len(unused)} unused tokens have all-zero rows "
@@ -336,23 +417,87 @@ def inspect_checkpoint(args):
         unused = [i for i in unused if np.any(E[i])]
     if len(unused) < 2:
         print(f"  {len(unused)} unused token(s) with a nonzero row: too few for a pairwise cosine")
-        return
+        return None
     cos_unused, cos_ordinary = pairwise_cosines(E[unused]), pairwise_cosines(E[sample])
     print(f"  {len(unused)} unused tokens:          mean pairwise cosine {cos_unused.mean():.3f}")
     print(f"  {len(sample)} random ordinary tokens: mean pairwise cosine {cos_ordinary.mean():.3f}")
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 4))
-    bins = np.linspace(-0.5, 1, 76)
-    ax.hist(cos_ordinary, bins=bins, alpha=0.6, density=True, label=f'{len(sample)} ordinary tokens (mean {cos_ordinary.mean():.2f})')
-    ax.hist(cos_unused, bins=bins, alpha=0.6, density=True, label=f'{len(unused)} unused tokens (mean {cos_unused.mean():.2f})')
-    ax.set(xlabel='pairwise cosine similarity of input embeddings', ylabel='density',
-           title=f"{'/'.join(os.path.normpath(ckpt).split(os.sep)[-2:])}: never-trained tokens collapse")
-    ax.legend()
+    return cos_unused, cos_ordinary
+
+
+def report_cluster(found, unused, vocab, E_in, args):
+    """Print what the cluster finder found and write every token's rank to files in args.out."""
+    close, members = found
+    name_of = {i: t for t, i in vocab.items()}
+    order = np.argsort(-close, kind='stable')
+    is_unused = np.zeros(len(close), bool)
+    is_unused[unused] = True
+    n = int(members.sum())
+    print(f"\nnever-trained tokens, found without their names: the largest cluster of centred rows\n"
+          f"(the rows within cosine {args.tight} of its centre)")
+    print(f"  {n} tokens ({100 * n / len(close):.2f}% of {len(close)}) are in it", end='')
+    if unused:
+        inside = int((members & is_unused).sum())
+        print(f"; {inside} of them are reserved tokens ({inside} of the {len(unused)} reserved tokens in "
+              f"the vocabulary)")
+    else:
+        print()
+    ordinary = [i for i in order[:n] if not is_unused[i]]
+    print(f"  {len(ordinary)} other tokens in it, the closest to the centre first:")
+    for i in ordinary[:args.show]:
+        print(f"    {i:>7}  {token_text(name_of.get(i, f'<id {i}>')):<24} cosine {close[i]:.3f}")
+    if len(ordinary) > args.show:
+        print(f"    ... and {len(ordinary) - args.show} more")
+    unreachable = [i for t, i in vocab.items() if i < len(close) and unreachable_piece(t)]
+    if unreachable:
+        inside = int(members[unreachable].sum())
+        print(f"  a check that needs no names: {inside} of the {len(unreachable)} WordPiece tokens '##' + a "
+              f"punctuation mark or CJK ideograph are in it\n"
+              f"    (BERT's tokenizer splits those characters off before WordPiece: no text ever becomes them)")
+    if E_in is not None:   # Magikarp's indicator for untied models: an input row that is never used gets no gradient
+        norms = np.linalg.norm(E_in, axis=1)
+        print(f"  input-row norm (untied): median {np.median(norms[members]):.3g} in the cluster, "
+              f"{np.median(norms[~members]):.3g} outside it")
+    ranking = os.path.join(args.out, 'token_ranking.tsv')
+    with open(ranking, 'w', encoding='utf-8') as f:
+        f.write('rank\tid\ttoken\tcosine_to_cluster\tin_cluster\treserved\n')
+        for rank, i in enumerate(order):
+            f.write(f"{rank}\t{i}\t{token_text(name_of.get(i, f'<id {i}>'))}\t{close[i]:.4f}\t"
+                    f"{int(members[i])}\t{int(is_unused[i])}\n")
+    others = os.path.join(args.out, 'cluster_other_tokens.txt')
+    with open(others, 'w', encoding='utf-8') as f:
+        f.writelines(f"{i}\t{token_text(name_of.get(i, f'<id {i}>'))}\t{close[i]:.4f}\n" for i in ordinary)
+    print(f"  every token ranked by its cosine to the centre: {ranking}\n  the other tokens in the cluster: {others}")
+
+
+def plot_unused(pairs, found, unused, args, path):
+    """Left: pairwise cosines of the reserved tokens against ordinary ones. Right: every token's cosine
+    to the cluster's centre, reserved tokens in their own colour."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4))
+    if pairs is not None:
+        cos_unused, cos_ordinary = pairs
+        bins = np.linspace(-0.5, 1, 76)
+        axes[0].hist(cos_ordinary, bins=bins, alpha=0.6, density=True,
+                     label=f'{int(np.sqrt(2 * len(cos_ordinary))) + 1} ordinary tokens (mean {cos_ordinary.mean():.2f})')
+        axes[0].hist(cos_unused, bins=bins, alpha=0.6, density=True,
+                     label=f'{int(np.sqrt(2 * len(cos_unused))) + 1} unused tokens (mean {cos_unused.mean():.2f})')
+        axes[0].legend()
+    axes[0].set(xlabel='pairwise cosine similarity of input embeddings', ylabel='density',
+                title='reserved tokens' if pairs is not None else 'no reserved tokens to compare')
+    if found is not None:
+        close, members = found
+        reserved = np.zeros(len(close), bool)
+        reserved[unused] = True
+        bins = np.linspace(-0.5, 1, 61)
+        axes[1].hist([close[~reserved], close[reserved]], bins=bins, stacked=True, log=True,
+                     label=['other tokens', 'reserved tokens'])
+        axes[1].axvline(args.tight, color='k', ls='--', lw=1, label=f'cluster: cosine > {args.tight} '
+                        f'({members.sum()} tokens)')
+        axes[1].legend()
+    axes[1].set(xlabel="cosine to the cluster's centre (centred rows)", ylabel='tokens',
+                title='the cluster, found without names' if found is not None else 'no cluster found')
+    fig.suptitle(f"{'/'.join(os.path.normpath(args.checkpoint).split(os.sep)[-2:])}: never-trained tokens collapse")
     fig.tight_layout()
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, 'unused_tokens.png')
     fig.savefig(path, dpi=100)
     plt.close(fig)
     print(f"plot: {path}")
@@ -375,7 +520,10 @@ def main(argv=None):
     p.add_argument('--steps', type=int, default=2000)
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--checkpoint', metavar='DIR', help='inspect a Hugging Face style checkpoint instead')
-    p.add_argument('--out', default='runs/theory', help='where the plot goes')
+    p.add_argument('--tight', type=float, default=0.8,
+                   help='--checkpoint: the cluster holds the centred rows within this cosine of its centre')
+    p.add_argument('--show', type=int, default=12, help='--checkpoint: how many other cluster tokens to print')
+    p.add_argument('--out', default='runs/theory', help='where the plot (and the token lists) go')
     args = p.parse_args(argv)
     args.optimizers = args.optimizers.split(',')
     bad = [o for o in args.optimizers if o not in ('gd', 'sgd', 'adamw')]
@@ -388,6 +536,8 @@ def main(argv=None):
     if not all(0 < v <= 1e3 for v in (args.eta, args.lam, args.r)):   # nan and inf fail this too
         p.error(f'--eta, --lam and --r must be numbers in (0, 1000], got {args.eta}, {args.lam}, {args.r} '
                 '(the run without weight decay is always added)')
+    if not 0 < args.tight < 1 or args.show < 0:
+        p.error(f'--tight must be in (0, 1) and --show >= 0, got {args.tight} and {args.show}')
     if max(args.classes, args.width, args.n, args.steps) > 10 ** 6:
         p.error('--classes, --width, --n and --steps must be at most 10^6')
     if args.checkpoint:
