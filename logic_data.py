@@ -192,6 +192,12 @@ class GenConfig:
         """The most distinct variables one problem can use (facts, derived atoms, 2 dead, distractor heads)."""
         return 1 + self.n_extra_facts + self.max_depth + 2 + max(self.n_distractors - 1, 0)
 
+    def max_tokens(self):
+        """The longest token sequence a problem can make: rules, facts, query, chain, answer, <eos>."""
+        rule = self.max_premises + 3                                   # premises -> head .
+        prompt = (self.max_depth + self.n_distractors) * rule + 2 * (1 + self.n_extra_facts) + 3
+        return prompt + self.max_depth + 2
+
 
 def size_error(n_symbols, max_depth, max_premises):
     """Why these problem sizes cannot work (a message naming the flag), or None. Both CLIs use it."""

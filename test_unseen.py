@@ -19,7 +19,7 @@ import unseen as U
 
 # a small, fast configuration for training-based tests
 TINY = U.Config(n_symbols=40, n_layer=2, n_head=2, n_embd=32, batch_size=32, steps=40, warmup=5,
-                eval_every=1000, eval_n=50, max_depth=2)
+                eval_every=1000, eval_n=50, max_depth=2, precision='fp32')
 
 
 def run(*args):

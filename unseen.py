@@ -4,7 +4,7 @@ unseen: why transformers fail to reason with symbols they never saw in training,
 A small reproduction of "To See the Unseen" (Lazic, Fowl, Gyorgy, Szepesvari, arXiv 2604.21632).
 A decoder-only transformer learns to solve Horn-clause problems (logic_data.py) step by step. It is
 trained on variable names x0..x{n-1} and tested on problems written in names u0..u99 that never
-occurred in training. Headline command (about 7 minutes on 2 CPU cores):
+occurred in training. Headline command (about 6 minutes on 2 CPU cores):
 
     python unseen.py --unseen all --freeze-emb
 
@@ -27,11 +27,9 @@ Deviations from a textbook GPT (nanoGPT), all behind switches:
 Details the paper leaves open (our simplest choices, configurable): the model size, the copy
 attention's form (one head, no output projection), the orthogonal init scale, the data sizes.
 
-    python unseen.py --grid     # the paper's table (2 seeds per row) + the fine-tuning contrast, ~28 min
-    python unseen.py --bench    # training-loop tokens/s for each speed lever on this machine
-
-Speed: on a CPU with AVX512-BF16 or AMX the matrix products run in bfloat16 (--precision auto); --grid
-trains one run per core, one thread each, because width-64 matrices are too small to split over cores.
+Read it top to bottom: config, model, the paper's switches, data, evaluation, training, main(). After
+main() an appendix holds what surrounds the demo: the mistakes a run prints, --ckpt and --ask, the
+fine-tuning contrast, --grid (the paper's table, ~28 min), --bench, and the command line.
 """
 
 import argparse
@@ -87,22 +85,46 @@ class Config:
     eval_every: int = 500
     eval_n: int = 500          # problems per test scenario
     seed: int = 0
-    device: str = 'cpu'
-    precision: str = 'fp32'    # 'bf16': matrix products in bfloat16 under autocast (weights, AdamW state,
+    device: str = 'auto'       # auto: cuda, else mps, else cpu
+    precision: str = 'auto'    # 'bf16': matrix products in bfloat16 under autocast (weights, AdamW state,
                                # softmax and loss stay fp32); ~1.4x faster on CPUs with AVX512-BF16 (--bench)
+                               # auto: bf16 where the hardware computes it fast, else fp32
+
+    def __post_init__(self):   # 'auto' resolved here, in one place, for the command line and for code alike
+        self.device = pick_device(self.device)
+        self.precision = pick_precision(self.precision, self.device)
 
     def gen(self):
         return L.GenConfig(max_depth=self.max_depth, max_premises=self.max_premises)
 
     def block_size(self):
         """Longest sequence the generator can make (and `--ask` accepts)."""
-        g = self.gen()
-        rule = g.max_premises + 3                                   # premises -> head .
-        prompt = (g.max_depth + g.n_distractors) * rule + 2 * (1 + g.n_extra_facts) + 3
-        return prompt + g.max_depth + 2                             # chain, answer, <eos>
+        return self.gen().max_tokens()
+
+def pick_precision(name, device):
+    """'auto': bfloat16 where the hardware computes it fast (CUDA with bf16, a CPU with AVX512-BF16 or
+    AMX), float32 elsewhere: on an older CPU, bfloat16 would be emulated and slower."""
+    if name != 'auto':
+        return name
+    if device.startswith('cuda'):
+        return 'bf16' if torch.cuda.is_bf16_supported() else 'fp32'
+    if device == 'cpu':
+        fast = [getattr(torch.cpu, f, lambda: False)() for f in ('_is_avx512_bf16_supported', '_is_amx_tile_supported')]
+        return 'bf16' if any(fast) else 'fp32'
+    return 'fp32'
+
+
+def pick_device(name):
+    if name != 'auto':
+        return name
+    if torch.cuda.is_available():
+        return 'cuda'
+    if getattr(torch.backends, 'mps', None) and torch.backends.mps.is_available():
+        return 'mps'
+    return 'cpu'
 
 # -----------------------------------------------------------------------------
-# the model: nanoGPT, plus copy attention
+# the model: nanoGPT, with identity terms and copy attention
 
 
 def causal_softmax(att):
@@ -260,7 +282,7 @@ class GPT(nn.Module):
         return logits, F.cross_entropy(logits, targets[mask])
 
 # -----------------------------------------------------------------------------
-# the switches: (near-)orthogonal (re-)initialisation, freezing, forgetting
+# the paper's switches on the (un)embeddings: orthogonal init, freezing, forgetting
 
 
 @torch.no_grad()
@@ -271,6 +293,12 @@ def init_embeddings(model):
     for w in model.embeddings():
         V, C = w.shape
         nn.init.orthogonal_(w, gain=model.cfg.emb_norm * math.sqrt(max(V / C, 1.0)))
+
+
+def freeze_embeddings(model):
+    """--freeze-emb: the (un)embeddings keep their orthogonal init; no gradient ever reaches them."""
+    for w in model.embeddings():
+        w.requires_grad_(False)
 
 
 def forget_embeddings(model, optimizer):
@@ -286,11 +314,13 @@ def forgets_at(cfg, step):
     return (cfg.forget_every > 0 and step > 0 and step % cfg.forget_every == 0
             and (cfg.forget_until == 0 or step <= cfg.forget_until))
 
+# -----------------------------------------------------------------------------
+# optimisation: AdamW, warm-up and cosine decay
+
 
 def make_optimizer(model, cfg):
-    if cfg.freeze_emb:
-        for w in model.embeddings():
-            w.requires_grad_(False)
+    """AdamW over the trainable parameters. Weight decay on every matrix, the (un)embeddings included:
+    in Lemma 4.1 it is what pulls the never-target rows together."""
     params = [p for p in model.parameters() if p.requires_grad]
     decay = [p for p in params if p.dim() >= 2]       # matrices, (un)embeddings included
     no_decay = [p for p in params if p.dim() < 2]     # biases and LayerNorm gains
@@ -304,25 +334,6 @@ def get_lr(cfg, step):
         return cfg.lr * (step + 1) / cfg.warmup
     ratio = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
     return cfg.lr * (0.1 + 0.45 * (1 + math.cos(math.pi * min(ratio, 1.0))))
-
-
-def cos_str(v):
-    """A cosine with 2 decimals; tiny negative values print as 0.00, not -0.00."""
-    return f"{v:.2f}" if round(v, 2) != 0 else "0.00"
-
-
-@torch.no_grad()
-def mean_pairwise_cosine(w):
-    """Mean cosine similarity over all pairs of distinct rows of w: the collapse metric."""
-    u = F.normalize(w.float(), dim=1)
-    n = u.size(0)
-    return ((u @ u.T).sum().item() - n) / (n * (n - 1))
-
-
-def collapse(model, vocab):
-    """(unseen rows, training rows) mean pairwise cosine of the unembedding."""
-    w = model.lm_head.weight
-    return mean_pairwise_cosine(w[vocab.unseen_ids]), mean_pairwise_cosine(w[vocab.train_ids])
 
 # -----------------------------------------------------------------------------
 # data
@@ -367,7 +378,7 @@ def eval_sets(cfg, vocab):
     return {s: L.make_problems(rng, cfg.gen(), vocab, cfg.eval_n, s) for s in L.SCENARIOS}
 
 # -----------------------------------------------------------------------------
-# evaluation
+# evaluation: exact match under greedy decoding, and the collapse metric
 
 
 @torch.no_grad()
@@ -413,24 +424,6 @@ def evaluate(model, vocab, sets, device='cpu'):
     return acc
 
 
-@torch.no_grad()
-def accuracy_by_position(model, vocab, problems, device='cpu'):
-    """Teacher-forced accuracy at each target position: chain step k, the T/F answer, <eos>. Where a
-    model that fails a problem goes wrong (the first chain step, a later one, or the answer)."""
-    x, y = make_batch(problems, vocab, device)
-    was_training = model.training
-    model.eval()
-    ok = model(x)[0].argmax(-1) == y                                                 # (B, T)
-    model.train(was_training)
-    counts = {}
-    for i, p in enumerate(problems):
-        for k, t in enumerate((y[i] != -1).nonzero().flatten().tolist()):
-            key = f'step {k + 1}' if k < len(p.chain) else 'answer' if k == len(p.chain) else '<eos>'
-            counts.setdefault(key, []).append(ok[i, t].item())
-    order = [f'step {k}' for k in range(1, max(len(p.chain) for p in problems) + 1)] + ['answer', '<eos>']
-    return {k: sum(counts[k]) / len(counts[k]) for k in order if k in counts}
-
-
 def accuracy_keys():
     return [k for s in L.SCENARIOS for k in (s, s + '_T', s + '_F')]
 
@@ -438,6 +431,25 @@ def accuracy_keys():
 def acc_str(acc, s):
     """' 98.2% (T  97 F  99)': a scenario's exact match, then on its provable and unprovable problems."""
     return f"{acc[s]:6.1%} (T {100 * acc[s + '_T']:3.0f} F {100 * acc[s + '_F']:3.0f})"
+
+
+def cos_str(v):
+    """A cosine with 2 decimals; tiny negative values print as 0.00, not -0.00."""
+    return f"{v:.2f}" if round(v, 2) != 0 else "0.00"
+
+
+@torch.no_grad()
+def mean_pairwise_cosine(w):
+    """Mean cosine similarity over all pairs of distinct rows of w: the collapse metric."""
+    u = F.normalize(w.float(), dim=1)
+    n = u.size(0)
+    return ((u @ u.T).sum().item() - n) / (n * (n - 1))
+
+
+def collapse(model, vocab):
+    """(unseen rows, training rows) mean pairwise cosine of the unembedding."""
+    w = model.lm_head.weight
+    return mean_pairwise_cosine(w[vocab.unseen_ids]), mean_pairwise_cosine(w[vocab.train_ids])
 
 # -----------------------------------------------------------------------------
 # training
@@ -452,36 +464,17 @@ def train_step(model, optimizer, x, y):
     return loss.item()
 
 
-def train(cfg, log=print):
-    """Train one model; returns (model, vocab, history). history: list of dicts, one per evaluation."""
-    random.seed(cfg.seed)
-    torch.manual_seed(cfg.seed)
-    rng = random.Random(cfg.seed)
-    vocab = L.Vocab(cfg.n_symbols)
-    model = GPT(cfg, len(vocab)).to(cfg.device)
-    optimizer = make_optimizer(model, cfg)
-    sets = eval_sets(cfg, vocab)
-    data = batches(rng, cfg, vocab)
-    history, losses, step_times, t0 = [], [], [], time.time()
-
-    def record(step):
-        acc = evaluate(model, vocab, sets, cfg.device)
-        cos_unseen, cos_train = collapse(model, vocab)
-        loss = sum(losses) / len(losses) if losses else float('nan')   # nan at step 0: nothing trained yet
-        ms = 1000 * sum(step_times) / max(1, len(step_times))
-        elapsed = time.time() - t0
-        history.append(dict(step=step, loss=loss, **acc, cos_unseen=cos_unseen, cos_train=cos_train,
-                            ms_per_step=ms, elapsed=elapsed))
-        left = f"{elapsed / step * (cfg.steps - step) / 60:4.1f} min left" if step else ''
-        log(f"step {step:5d} | loss {loss:.4f} | {ms:5.1f} ms/step | "
-            f"exact match " + ' '.join(f"{s} {acc_str(acc, s)}" for s in L.SCENARIOS) + " | "
-            f"cos unseen {cos_str(cos_unseen):>5} train {cos_str(cos_train):>5} | {left}")
-        losses.clear()
-        step_times.clear()
-
-    for step in range(cfg.steps):
-        if step % cfg.eval_every == 0:
-            record(step)
+def train_loop(model, optimizer, cfg, data, on_eval):
+    """The one training loop (runs, fine-tuning and --bench share it): for each of cfg.steps steps, the
+    resets of --forget-every, the lr schedule and one AdamW step on the next batch of `data`. Every
+    cfg.eval_every steps and at the end it calls on_eval(step, losses, seconds) with the losses and the
+    seconds per step since the last call; if that returns True, it stops there. Returns the last step."""
+    losses, seconds = [], []
+    for step in range(cfg.steps + 1):
+        if step % cfg.eval_every == 0 or step == cfg.steps:
+            if on_eval(step, losses, seconds) or step == cfg.steps:
+                return step
+            losses, seconds = [], []
         if forgets_at(cfg, step):    # after the evaluation: it measures what the last embeddings learned
             forget_embeddings(model, optimizer)
         for group in optimizer.param_groups:
@@ -490,12 +483,45 @@ def train(cfg, log=print):
         losses.append(train_step(model, optimizer, *next(data)))
         if not math.isfinite(losses[-1]):   # diverged: no checkpoint, no verdict on garbage
             raise FloatingPointError(f"the loss became {losses[-1]} at step {step + 1} (try a smaller --lr)")
-        step_times.append(time.time() - t)
-    record(cfg.steps)
+        seconds.append(time.time() - t)
+
+
+def new_model(cfg, vocab):
+    """A fresh model (torch's random numbers seeded by cfg.seed) with the paper's freezing applied, and its
+    optimizer."""
+    torch.manual_seed(cfg.seed)
+    model = GPT(cfg, len(vocab)).to(cfg.device)
+    if cfg.freeze_emb:
+        freeze_embeddings(model)
+    return model, make_optimizer(model, cfg)
+
+
+def train(cfg, log=print):
+    """Train one model; returns (model, vocab, history). history: list of dicts, one per evaluation."""
+    random.seed(cfg.seed)
+    vocab = L.Vocab(cfg.n_symbols)
+    model, optimizer = new_model(cfg, vocab)
+    sets = eval_sets(cfg, vocab)
+    history, t0 = [], time.time()
+
+    def record(step, losses, seconds):
+        acc = evaluate(model, vocab, sets, cfg.device)
+        cos_unseen, cos_train = collapse(model, vocab)
+        loss = sum(losses) / len(losses) if losses else float('nan')   # nan at step 0: nothing trained yet
+        ms = 1000 * sum(seconds) / max(1, len(seconds))
+        elapsed = time.time() - t0
+        history.append(dict(step=step, loss=loss, **acc, cos_unseen=cos_unseen, cos_train=cos_train,
+                            ms_per_step=ms, elapsed=elapsed))
+        left = f"{elapsed / step * (cfg.steps - step) / 60:4.1f} min left" if step else ''
+        log(f"step {step:5d} | loss {loss:.4f} | {ms:5.1f} ms/step | "
+            f"exact match " + ' '.join(f"{s} {acc_str(acc, s)}" for s in L.SCENARIOS) + " | "
+            f"cos unseen {cos_str(cos_unseen):>5} train {cos_str(cos_train):>5} | {left}")
+
+    train_loop(model, optimizer, cfg, batches(random.Random(cfg.seed), cfg, vocab), record)
     return model, vocab, history
 
 # -----------------------------------------------------------------------------
-# outputs: verdict, checkpoint, plot
+# outputs: verdict, plot, checkpoint
 
 
 def verdict(cfg, history, headline):
@@ -551,6 +577,179 @@ def plot(history, path, title):
     plt.close(fig)
 
 
+def save_checkpoint(path, model, cfg, history):
+    torch.save({'model': model.state_dict(), 'config': asdict(cfg), 'history': history}, path)
+
+
+def model_from(cfg, weights):
+    """A model of configuration `cfg` with these weights (a state_dict), on cfg.device."""
+    model = GPT(cfg, len(L.Vocab(cfg.n_symbols)))
+    model.load_state_dict(weights)
+    return model.to(cfg.device)
+
+
+def load_checkpoint(path, device='cpu'):
+    try:
+        ck = torch.load(path, map_location=device)
+        cfg = Config(**{**ck['config'], 'device': device})
+        model = model_from(cfg, ck['model'])
+        model(torch.zeros(1, 2, dtype=torch.long, device=device))   # an edited config (n_head ...) fails here
+    except Exception as e:   # not a file torch can read, or not a checkpoint of this version of unseen.py
+        raise ValueError(f"{path} is not a checkpoint written by this unseen.py ({type(e).__name__})") from e
+    model.eval()
+    return model, L.Vocab(cfg.n_symbols), cfg
+
+# -----------------------------------------------------------------------------
+# main
+
+
+def main(argv=None):
+    sys.stdout.reconfigure(line_buffering=True)   # each progress line shows at once, in a pipe or a file too
+    args = parse_args(argv)
+    if args.ckpt:     # a trained model: one problem (--ask), or its three test scenarios in seconds
+        return evaluate_checkpoint(args)
+    if args.grid:
+        try:
+            return main_grid(args, argv)
+        except KeyboardInterrupt:
+            sys.exit(f"error: interrupted (Ctrl-C); the finished runs are kept in {args.out}/grid_runs.jsonl; "
+                     f"to finish: python unseen.py --grid{' --quick' if args.quick else ''}"
+                     f"{f' --seeds {args.seeds}' if args.seeds else ''} --resume {args.out}")
+    cfg = config_from_args(args)
+    if args.bench:
+        return print(f"training-loop throughput, {describe(cfg)}, on {cfg.device}\n\n{bench(cfg)}")
+    name = describe(cfg)
+    out, created = output_folder(args.out, name)
+    n_params = sum(p.numel() for p in GPT(cfg, len(L.Vocab(cfg.n_symbols))).parameters())
+    print(f"model: {name} ({n_params / 1e3:.0f}k parameters); {cfg.steps} steps on {cfg.device} in "
+          f"{cfg.precision}, {cfg.n_symbols} training symbols, 100 unseen; writing to {out}")
+    why = (f"the identity terms (Boix-Adsera et al.) add a_h I to every head's scores and b_h I to its\n"
+           f"       values, a = b = {cfg.identity_init:g} at the start: the same function class, easier to "
+           "learn (--no-identity: the textbook form)" if cfg.identity
+           else "the textbook attention, slow to learn this task")
+    print(f"       {terms(cfg)}; {why}")
+    t0 = time.time()
+    try:
+        model, vocab, history = train(cfg)
+    except (FloatingPointError, KeyboardInterrupt) as e:   # stop with one line; leave no empty run folder
+        if created and not os.listdir(out):
+            os.rmdir(out)
+        sys.exit(f"error: {str(e) or 'interrupted (Ctrl-C)'}; nothing was saved")
+    wall = time.time() - t0
+    save_checkpoint(os.path.join(out, 'ckpt.pt'), model, cfg, history)
+    plot(history, os.path.join(out, 'training.png'), f'{name}, verdict on --unseen {args.unseen}')
+    plot_rows(model, cfg, vocab, os.path.join(out, 'ckpt_rows.png'))
+    print(verdict(cfg, history, args.unseen))
+    print(f"trained in {wall // 60:.0f} min {wall % 60:.0f} s")
+    mistakes(model, vocab, cfg, args.unseen)
+    print(f"\nwrote {out}/ckpt.pt, {out}/training.png and {out}/ckpt_rows.png; try:\n"
+          f"  python unseen.py --ckpt {out}/ckpt.pt --ask "
+          "'u92 . u29 . u75 -> u13 . u40 -> u3 . u92 -> u75 . u40 -> u2 . ? u3'")
+
+
+# =============================================================================
+# APPENDIX: the experiments around the demo. Not needed to follow the paper's argument above.
+# =============================================================================
+
+
+# -----------------------------------------------------------------------------
+# A. after a run: where it goes wrong (mistakes, --ckpt, --ask), the collapse as a picture
+
+
+@torch.no_grad()
+def accuracy_by_position(model, vocab, problems, device='cpu'):
+    """Teacher-forced accuracy at each target position: chain step k, the T/F answer, <eos>. Where a
+    model that fails a problem goes wrong (the first chain step, a later one, or the answer)."""
+    x, y = make_batch(problems, vocab, device)
+    was_training = model.training
+    model.eval()
+    ok = model(x)[0].argmax(-1) == y                                                 # (B, T)
+    model.train(was_training)
+    counts = {}
+    for i, p in enumerate(problems):
+        for k, t in enumerate((y[i] != -1).nonzero().flatten().tolist()):
+            key = f'step {k + 1}' if k < len(p.chain) else 'answer' if k == len(p.chain) else '<eos>'
+            counts.setdefault(key, []).append(ok[i, t].item())
+    order = [f'step {k}' for k in range(1, max(len(p.chain) for p in problems) + 1)] + ['answer', '<eos>']
+    return {k: sum(counts[k]) / len(counts[k]) for k in order if k in counts}
+
+
+def marked(vocab, tokens):
+    """Tokens as text, unseen names marked *."""
+    return ' '.join(t + '*' if vocab.is_unseen(t) else t for t in tokens.split())
+
+
+def show(vocab, p, out):
+    """Print a problem, the model's chain and the solver's, unseen names marked *; True if they agree."""
+    want = ' '.join(L.problem_tokens(p)[1])
+    print(f"problem: {marked(vocab, ' '.join(L.problem_tokens(p)[0][:-1]))}")
+    print(f"model:   {marked(vocab, out)}")
+    print(f"solver:  {marked(vocab, want)}")
+    print(f"{'correct' if out == want else 'WRONG'}   (* = unseen in training)")
+    return out == want
+
+
+def mistakes(model, vocab, cfg, scenario, n=3):
+    """After a run: where the model goes wrong on a test scenario, and its first n wrong problems."""
+    problems = eval_sets(cfg, vocab)[scenario]
+    by_pos = accuracy_by_position(model, vocab, problems, cfg.device)
+    print(f"\nteacher-forced accuracy per target position ({scenario}): " +
+          ' | '.join(f"{k} {v:.1%}" for k, v in by_pos.items()))
+    model.eval()
+    ok = exact_match(model, *make_batch(problems, vocab, cfg.device))
+    wrong = [p for p, right in zip(problems, ok) if not right]
+    print(f"first {min(n, len(wrong))} of {len(wrong)} mistakes on '{scenario}' (greedy decoding):"
+          if wrong else f"no mistakes on the {len(problems)} '{scenario}' problems")
+    for p in wrong[:n]:
+        ids, n_prompt = vocab.encode(p)
+        show(vocab, p, vocab.decode(generate(model, vocab, ids[:n_prompt])))
+
+
+def ask(model, vocab, cfg, text):
+    """Print the model's chain and answer for a problem in the text form, and for each token it writes
+    the top three candidates with their logits and, with copy attention, the context position it copies
+    from. ValueError on bad input."""
+    p = L.parse(text)
+    ids, n_prompt = vocab.encode(p)
+    if len(ids) > cfg.block_size():
+        raise ValueError(f"problem too long: {len(ids)} tokens, this model reads at most {cfg.block_size()}")
+    trace = []
+    out = generate(model, vocab, ids[:n_prompt], trace)
+    ok = show(vocab, p, vocab.decode(out))
+    context = ids[:n_prompt] + out
+    print("\nstep by step (logits of the top three candidates):")
+    for logits, att in trace:
+        top = logits.float().topk(3)
+        names = [marked(vocab, vocab.itos[i]) for i in top.indices.tolist()]
+        cells = [f"{n:>8} {v:6.2f}" for n, v in zip(names, top.values.tolist())]
+        line = f"  {names[0]:<8} " + ' | '.join(cells)
+        if att is not None:
+            j = att.argmax().item()
+            line += f"   <- copy from position {j} '{marked(vocab, vocab.itos[context[j]])}' ({att[j]:.2f})"
+        print(line)
+    return ok
+
+
+def evaluate_checkpoint(args):
+    """--ckpt PATH: a trained model on its own three test sets in seconds (with the mistakes and the rows
+    picture), or --ask: one problem through it."""
+    try:
+        model, vocab, cfg = load_checkpoint(args.ckpt, pick_device(args.device))
+        if args.ask is not None:
+            ask(model, vocab, cfg, args.ask)
+            return
+    except ValueError as e:
+        sys.exit(f'error: {e}')
+    acc = evaluate(model, vocab, eval_sets(cfg, vocab), cfg.device)
+    print(f"{args.ckpt}: {describe(cfg)}, exact match on its {cfg.eval_n} test problems per scenario:")
+    for s in L.SCENARIOS:
+        print(f"  {s:<6}{acc_str(acc, s)}")
+    mistakes(model, vocab, cfg, args.unseen)
+    rows = os.path.splitext(args.ckpt)[0] + '_rows.png'          # next to the checkpoint
+    plot_rows(model, cfg, vocab, rows)
+    print(f"\nwrote {rows}")
+
+
 def initial_model(cfg, vocab):
     """The model exactly as train() starts it (its first use of torch's random numbers), on the CPU."""
     torch.manual_seed(cfg.seed)
@@ -583,146 +782,73 @@ def plot_rows(model, cfg, vocab, path):
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
-
-def save_checkpoint(path, model, cfg, history):
-    torch.save({'model': model.state_dict(), 'config': asdict(cfg), 'history': history}, path)
-
-
-def model_from(cfg, weights):
-    """A model of configuration `cfg` with these weights (a state_dict), on cfg.device."""
-    model = GPT(cfg, len(L.Vocab(cfg.n_symbols)))
-    model.load_state_dict(weights)
-    return model.to(cfg.device)
-
-
-def load_checkpoint(path, device='cpu'):
-    try:
-        ck = torch.load(path, map_location=device)
-        cfg = Config(**{**ck['config'], 'device': device})
-        model = model_from(cfg, ck['model'])
-        model(torch.zeros(1, 2, dtype=torch.long, device=device))   # an edited config (n_head ...) fails here
-    except Exception as e:   # not a file torch can read, or not a checkpoint of this version of unseen.py
-        raise ValueError(f"{path} is not a checkpoint written by this unseen.py ({type(e).__name__})") from e
-    model.eval()
-    return model, L.Vocab(cfg.n_symbols), cfg
-
 # -----------------------------------------------------------------------------
-# --ask: one problem through a trained model
+# B. the fine-tuning contrast: how fast a trained model learns unseen names
 
 
-def marked(vocab, tokens):
-    """Tokens as text, unseen names marked *."""
-    return ' '.join(t + '*' if vocab.is_unseen(t) else t for t in tokens.split())
+@torch.no_grad()
+def set_unseen_rows(model, vocab, start):
+    """The unseen symbols' (un)embedding rows at the start of fine-tuning (see `finetune`)."""
+    unseen, seen = torch.tensor(vocab.unseen_ids), torch.tensor(vocab.train_ids)
+    for w in model.embeddings():
+        w.requires_grad_(True)     # fine-tuning trains everything, a frozen model's (un)embeddings too
+        if start == 'fresh':
+            norm = w[seen].norm(dim=1).mean()
+            w[unseen] = F.normalize(torch.randn(len(unseen), w.size(1)), dim=1).to(w) * norm
+        elif start == 'copied':
+            pick = torch.randperm(len(seen))[:len(unseen)] if len(seen) >= len(unseen) else \
+                torch.randint(len(seen), (len(unseen),))      # a pool smaller than the unseen one: repeats
+            w[unseen] = w[seen[pick]]
+        elif start != 'collapsed':
+            raise ValueError(f'unknown start {start!r}')
+    return model
 
 
-def show(vocab, p, out):
-    """Print a problem, the model's chain and the solver's, unseen names marked *; True if they agree."""
-    want = ' '.join(L.problem_tokens(p)[1])
-    print(f"problem: {marked(vocab, ' '.join(L.problem_tokens(p)[0][:-1]))}")
-    print(f"model:   {marked(vocab, out)}")
-    print(f"solver:  {marked(vocab, want)}")
-    print(f"{'correct' if out == want else 'WRONG'}   (* = unseen in training)")
-    return out == want
-
-
-def ask(model, vocab, cfg, text):
-    """Print the model's chain and answer for a problem in the text form, and for each token it writes
-    the top three candidates with their logits and, with copy attention, the context position it copies
-    from. ValueError on bad input."""
-    p = L.parse(text)
-    ids, n_prompt = vocab.encode(p)
-    if len(ids) > cfg.block_size():
-        raise ValueError(f"problem too long: {len(ids)} tokens, this model reads at most {cfg.block_size()}")
-    trace = []
-    out = generate(model, vocab, ids[:n_prompt], trace)
-    ok = show(vocab, p, vocab.decode(out))
-    context = ids[:n_prompt] + out
-    print("\nstep by step (logits of the top three candidates):")
-    for logits, att in trace:
-        top = logits.float().topk(3)
-        names = [marked(vocab, vocab.itos[i]) for i in top.indices.tolist()]
-        cells = [f"{n:>8} {v:6.2f}" for n, v in zip(names, top.values.tolist())]
-        line = f"  {names[0]:<8} " + ' | '.join(cells)
-        if att is not None:
-            j = att.argmax().item()
-            line += f"   <- copy from position {j} '{marked(vocab, vocab.itos[context[j]])}' ({att[j]:.2f})"
-        print(line)
-    return ok
-
-
-def mistakes(model, vocab, cfg, scenario, n=3):
-    """After a run: where the model goes wrong on a test scenario, and its first n wrong problems."""
-    problems = eval_sets(cfg, vocab)[scenario]
-    by_pos = accuracy_by_position(model, vocab, problems, cfg.device)
-    print(f"\nteacher-forced accuracy per target position ({scenario}): " +
-          ' | '.join(f"{k} {v:.1%}" for k, v in by_pos.items()))
-    model.eval()
-    ok = exact_match(model, *make_batch(problems, vocab, cfg.device))
-    wrong = [p for p, right in zip(problems, ok) if not right]
-    print(f"first {min(n, len(wrong))} of {len(wrong)} mistakes on '{scenario}' (greedy decoding):"
-          if wrong else f"no mistakes on the {len(problems)} '{scenario}' problems")
-    for p in wrong[:n]:
-        ids, n_prompt = vocab.encode(p)
-        show(vocab, p, vocab.decode(generate(model, vocab, ids[:n_prompt])))
-
-
-# -----------------------------------------------------------------------------
-# --bench: what makes the training loop fast on this machine
-
-
-def timed_steps(cfg, steps, group=True, threads=None):
-    """(non-padding input tokens, seconds) of `steps` training steps (data, forward, backward, AdamW) of
-    a fresh model, after 5 warm-up steps. `threads`: torch threads for this process."""
-    if threads:
-        torch.set_num_threads(threads)
+def finetune(model, vocab, cfg, start, max_steps, eval_every, target=0.9):
+    """The paper's Gemma 3 experiment in miniature: fine-tune a model pre-trained on the training symbols
+    on problems written in the unseen symbols, and count the steps until it solves `target` of held-out
+    ones ('all' scenario). `start` says what the unseen (un)embedding rows are at the start:
+        collapsed  as pre-training left them (one shared vector)
+        fresh      re-drawn at random, with the mean norm of the trained training-symbol rows
+        copied     copies of randomly chosen trained training-symbol rows
+    Returns (steps to target or None, history [(step, accuracy)])."""
     torch.manual_seed(cfg.seed)
-    vocab = L.Vocab(cfg.n_symbols)
-    model = GPT(cfg, len(vocab)).to(cfg.device)
-    optimizer = make_optimizer(model, cfg)
-    data = batches(random.Random(cfg.seed), cfg, vocab, group=group)
-    tokens = 0
-    for step in range(5 + steps):
-        if step == 5:       # the first steps warm up allocators and caches
-            t0, tokens = time.time(), 0
-        x, y = next(data)
-        train_step(model, optimizer, x, y)
-        tokens += (x != vocab.pad).sum().item()
-    return tokens, time.time() - t0
+    model = set_unseen_rows(copy.deepcopy(model).train(), vocab, start)
+    ft = replace(cfg, freeze_emb=False, forget_every=0, steps=max_steps, warmup=0, eval_every=eval_every)
+    optimizer = make_optimizer(model, ft)
+    test = {'all': eval_sets(cfg, vocab)['all']}
+    history = []
+
+    def check(step, losses, seconds):
+        history.append((step, evaluate(model, vocab, test, cfg.device)['all']))
+        return history[-1][1] >= target
+    data = batches(random.Random(cfg.seed + 1), ft, vocab, names=vocab.unseen_names)
+    step = train_loop(model, optimizer, ft, data, check)
+    return (step if history[-1][1] >= target else None), history
 
 
-def bench(cfg, steps=150, rounds=2, log=print):
-    """Tokens per second of the training loop for the loop the first version shipped (float32,
-    length-grouped batches of 64, one run on all cores) and for each speed lever, on this machine.
-    The best of `rounds` timings counts (the others were disturbed by something else on the machine).
-    The last row is what --grid does: one run per core, one thread each, tokens/s of all together."""
-    n = os.cpu_count() or 1
-    b = cfg.batch_size
-    variants = [(f'float32, batch {b}, length-grouped: the loop as first shipped', dict(precision='fp32'), {}),
-                (f'float32, batch {b}, random batches (no length grouping)', dict(precision='fp32'), dict(group=False)),
-                (f'bfloat16 autocast, batch {b}', dict(precision='bf16'), {}),
-                (f'bfloat16 autocast, batch {2 * b}', dict(precision='bf16', batch_size=2 * b), {}),
-                (f'bfloat16 autocast, batch {b}, {n} runs side by side, 1 thread each', dict(precision='bf16'),
-                 dict(parallel=n))][:None if cfg.device == 'cpu' else -1]   # side by side: a CPU matter
-    best = [0.0] * len(variants)
-    for r in range(rounds):
-        for i, (name, over, kw) in enumerate(variants):
-            c = replace(cfg, **over)
-            if 'parallel' in kw:
-                with mp.get_context('spawn').Pool(n) as pool:
-                    runs = pool.starmap(timed_steps, [(replace(c, seed=k), steps, True, 1) for k in range(n)])
-                speed = sum(t for t, _ in runs) / max(s for _, s in runs)
-            else:
-                tokens, seconds = timed_steps(c, steps, kw.get('group', True))
-                speed = tokens / seconds
-            best[i] = max(best[i], speed)
-            log(f"round {r + 1}/{rounds}: {name:<66} {speed:9,.0f} tokens/s")
-    lines = [f"| training loop ({describe(cfg)}, {cfg.n_symbols} symbols, {cfg.device}) | tokens/s | vs first |",
-             '|---|---|---|']
-    lines += [f"| {name} | {speed:,.0f} | {speed / best[0]:.2f}x |" for (name, _, _), speed in zip(variants, best)]
-    return '\n'.join(lines)
+def finetune_job(weights, cfg, start, max_steps, eval_every):
+    """`finetune` in a worker process with one thread."""
+    torch.set_num_threads(1)
+    return finetune(model_from(cfg, weights), L.Vocab(cfg.n_symbols), cfg, start, max_steps, eval_every)
+
+
+def finetune_plot(ft, path):
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for start, v in ft.items():
+        ax.plot(*zip(*[(step, 100 * acc) for step, acc in v['history']]), label=f'{start} rows')
+    ax.axhline(90, color='gray', lw=0.5, ls='--')
+    ax.set(xlabel='fine-tuning step', ylabel='exact match, all names unseen (%)', ylim=(-2, 102),
+           title='fine-tuning on problems in unseen symbols')
+    ax.legend(title='unseen (un)embeddings start as')
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 # -----------------------------------------------------------------------------
-# --grid: the paper's table (configurations x test scenarios), and the fine-tuning contrast
+# C. --grid: the paper's table (configurations x test scenarios), then the fine-tuning contrast
+
 
 # one common setting for every row: the demo's model and symbol pool on shallower problems (depth 1-2) and
 # 3000 steps, so that 2 seeds of every row fit in half an hour on 2 CPU cores (the standard model's seed 0
@@ -858,250 +984,10 @@ def run_grid(base, seeds, out, workers, log=print):
     return results, grid_table(results, base), (model, L.Vocab(cfg.n_symbols), cfg)
 
 
-def finetune_job(weights, cfg, start, max_steps, eval_every):
-    """`finetune` in a worker process with one thread."""
-    torch.set_num_threads(1)
-    return finetune(model_from(cfg, weights), L.Vocab(cfg.n_symbols), cfg, start, max_steps, eval_every)
-
-
-def finetune_plot(ft, path):
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for start, v in ft.items():
-        ax.plot(*zip(*[(step, 100 * acc) for step, acc in v['history']]), label=f'{start} rows')
-    ax.axhline(90, color='gray', lw=0.5, ls='--')
-    ax.set(xlabel='fine-tuning step', ylabel='exact match, all names unseen (%)', ylim=(-2, 102),
-           title='fine-tuning on problems in unseen symbols')
-    ax.legend(title='unseen (un)embeddings start as')
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
-@torch.no_grad()
-def set_unseen_rows(model, vocab, start):
-    """The unseen symbols' (un)embedding rows at the start of fine-tuning (see `finetune`)."""
-    unseen, seen = torch.tensor(vocab.unseen_ids), torch.tensor(vocab.train_ids)
-    for w in model.embeddings():
-        w.requires_grad_(True)     # fine-tuning trains everything, a frozen model's (un)embeddings too
-        if start == 'fresh':
-            norm = w[seen].norm(dim=1).mean()
-            w[unseen] = F.normalize(torch.randn(len(unseen), w.size(1)), dim=1).to(w) * norm
-        elif start == 'copied':
-            pick = torch.randperm(len(seen))[:len(unseen)] if len(seen) >= len(unseen) else \
-                torch.randint(len(seen), (len(unseen),))      # a pool smaller than the unseen one: repeats
-            w[unseen] = w[seen[pick]]
-        elif start != 'collapsed':
-            raise ValueError(f'unknown start {start!r}')
-    return model
-
-
-def finetune(model, vocab, cfg, start, max_steps, eval_every, target=0.9):
-    """The paper's Gemma 3 experiment in miniature: fine-tune a model pre-trained on the training symbols
-    on problems written in the unseen symbols, and count the steps until it solves `target` of held-out
-    ones ('all' scenario). `start` says what the unseen (un)embedding rows are at the start:
-        collapsed  as pre-training left them (one shared vector)
-        fresh      re-drawn at random, with the mean norm of the trained training-symbol rows
-        copied     copies of randomly chosen trained training-symbol rows
-    Returns (steps to target or None, history [(step, accuracy)])."""
-    torch.manual_seed(cfg.seed)
-    model = set_unseen_rows(copy.deepcopy(model).train(), vocab, start)
-    rng = random.Random(cfg.seed + 1)
-    ft = replace(cfg, freeze_emb=False, forget_every=0, steps=max_steps, warmup=0)
-    optimizer = make_optimizer(model, ft)
-    test = {'all': eval_sets(cfg, vocab)['all']}
-    data = batches(rng, ft, vocab, names=vocab.unseen_names)
-    history = []
-    for step in range(max_steps + 1):
-        if step % eval_every == 0:
-            acc = evaluate(model, vocab, test, cfg.device)['all']
-            history.append((step, acc))
-            if acc >= target:
-                return step, history
-        if step == max_steps:
-            break
-        for group in optimizer.param_groups:
-            group['lr'] = get_lr(ft, step)
-        train_step(model, optimizer, *next(data))
-    return None, history
-
-# -----------------------------------------------------------------------------
-
-
-def pick_precision(name, device):
-    """'auto': bfloat16 where the hardware computes it fast (CUDA with bf16, a CPU with AVX512-BF16 or
-    AMX), float32 elsewhere: on an older CPU, bfloat16 would be emulated and slower."""
-    if name != 'auto':
-        return name
-    if device.startswith('cuda'):
-        return 'bf16' if torch.cuda.is_bf16_supported() else 'fp32'
-    if device == 'cpu':
-        fast = [getattr(torch.cpu, f, lambda: False)() for f in ('_is_avx512_bf16_supported', '_is_amx_tile_supported')]
-        return 'bf16' if any(fast) else 'fp32'
-    return 'fp32'
-
-
-def pick_device(name):
-    if name != 'auto':
-        return name
-    if torch.cuda.is_available():
-        return 'cuda'
-    if getattr(torch.backends, 'mps', None) and torch.backends.mps.is_available():
-        return 'mps'
-    return 'cpu'
-
-
-def terms(cfg):
-    """What the run's attention has, in words: 'identity terms on, copy attention off'."""
-    return (f"identity terms {'on' if cfg.identity else 'off'}, "
-            f"copy attention {cfg.copy_form + ' form' if cfg.copy_attn else 'off'}")
-
-
-def describe(cfg):
-    """The switches of a run, e.g. 'copy-attn + freeze-emb' ('standard' if none)."""
-    on = [('no-identity', not cfg.identity), ('copy-attn', cfg.copy_attn and cfg.copy_form == 'residual'),
-          ('copy-pointer', cfg.copy_attn and cfg.copy_form == 'pointer'), ('freeze-emb', cfg.freeze_emb),
-          ('untied', not cfg.tie_emb),
-          (f'forget-every {cfg.forget_every}', cfg.forget_every),
-          (f'until {cfg.forget_until}', cfg.forget_every and cfg.forget_until)]
-    return ' + '.join(name for name, flag in on if flag) or 'standard'
-
-
-def parse_args(argv=None):
-    d = Config()
-    p = argparse.ArgumentParser(description='Train a transformer on Horn-clause logic and test it on unseen symbols.',
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument('--unseen', choices=L.SCENARIOS, default='all', help='test scenario the verdict reports')
-    p.add_argument('--copy-attn', action='store_true', help='add copy attention (it copies raw input tokens)')
-    p.add_argument('--copy-form', choices=('residual', 'pointer'), default=d.copy_form,
-                   help='residual: add the attended raw embeddings to the residual stream; pointer: add copy '
-                        "logits for the attended tokens' ids")
-    p.add_argument('--identity', action=argparse.BooleanOptionalAction, default=d.identity,
-                   help="Boix-Adsera et al.'s identity terms (a_h I, b_h I) in every attention head")
-    p.add_argument('--identity-init', type=float, default=d.identity_init, help='a_h = b_h at the start')
-    p.add_argument('--emb-norm', type=float, default=d.emb_norm,
-                   help='mean row norm of the orthogonal (un)embeddings')
-    p.add_argument('--freeze-emb', action='store_true', help='orthogonal (un)embeddings, never updated')
-    p.add_argument('--untie-emb', action='store_true', help='separate input embedding and unembedding')
-    p.add_argument('--forget-every', type=int, default=0, metavar='K', help='reset (un)embeddings every K steps')
-    p.add_argument('--forget-until', type=int, default=0, metavar='N', help='no resets after step N (0: never stop)')
-    p.add_argument('--n-symbols', type=int, default=d.n_symbols, help='training symbol pool (diversity)')
-    p.add_argument('--max-depth', type=int, default=d.max_depth, help='longest planted derivation')
-    p.add_argument('--max-premises', type=int, default=d.max_premises, help='premises per rule (1 to 3)')
-    p.add_argument('--n-layer', type=int, default=d.n_layer)
-    p.add_argument('--n-head', type=int, default=d.n_head)
-    p.add_argument('--n-embd', type=int, default=d.n_embd, help='model width')
-    p.add_argument('--steps', type=int, default=d.steps)
-    p.add_argument('--batch-size', type=int, default=d.batch_size)
-    p.add_argument('--lr', type=float, default=d.lr)
-    p.add_argument('--weight-decay', type=float, default=d.weight_decay, help='AdamW decay, (un)embeddings included')
-    p.add_argument('--eval-every', type=int, default=d.eval_every)
-    p.add_argument('--eval-n', type=int, default=d.eval_n, help='test problems per scenario')
-    p.add_argument('--seed', type=int, default=d.seed)
-    p.add_argument('--device', default='auto', help='auto, cpu, cuda or mps')
-    p.add_argument('--precision', choices=('auto', 'fp32', 'bf16'), default='auto',
-                   help='bf16: matrix products in bfloat16 (autocast); auto: bf16 where the hardware is fast at it')
-    p.add_argument('--out', default=None, help='output folder (default: runs/<time>_<switches>)')
-    p.add_argument('--ask', metavar='TEXT', help="solve one problem, e.g. 'u1 . u1 -> u2 . ? u2', with --ckpt")
-    p.add_argument('--ckpt', metavar='PATH', help='checkpoint written by a training run: evaluate it on the '
-                   'three scenarios (mistakes shown for --unseen), or solve one problem with --ask')
-    p.add_argument('--grid', action='store_true',
-                   help="train every configuration of the paper's table (2 seeds each) and run the fine-tuning "
-                        "contrast; writes grid.md, grid.json, grid.png, finetune.png "
-                        "(about 28 min on 2 CPU cores)")
-    p.add_argument('--quick', action='store_true', help='with --grid: one seed, fewer steps (about 6 min)')
-    p.add_argument('--seeds', type=int, default=None, help='with --grid: seeds per row (default 2, 1 with --quick)')
-    p.add_argument('--resume', metavar='DIR', help='with --grid: finish an interrupted grid in DIR (same '
-                   '--quick and --seeds), training only the runs it does not have yet')
-    p.add_argument('--bench', action='store_true',
-                   help='measure training-loop tokens/s for each speed lever (the switches pick the model)')
-    args = p.parse_args(argv)
-
-    given = lambda names: [f"--{k.replace('_', '-')}" for k in names if getattr(args, k) != p.get_default(k)]
-    if args.grid:
-        allowed = ('grid', 'quick', 'seeds', 'resume', 'device', 'precision', 'out')
-        ignored = given(k for k in vars(args) if k not in allowed)
-        if ignored:
-            p.error(f"--grid trains its own configurations; it cannot take {' '.join(ignored)} "
-                    "(only --quick, --seeds, --resume, --device, --precision, --out)")
-    if args.bench:
-        ignored = given(('unseen', 'steps', 'eval_every', 'eval_n', 'precision', 'out', 'ask', 'ckpt'))
-        if ignored:
-            p.error(f"--bench times every precision for a fixed number of steps and writes nothing; "
-                    f"it cannot take {' '.join(ignored)}")
-    if (args.quick or args.seeds is not None or args.resume) and not args.grid:
-        p.error('--quick, --seeds and --resume go with --grid')
-    if args.resume and not os.path.isfile(os.path.join(args.resume, 'grid_runs.jsonl')):
-        p.error(f'--resume {args.resume}: no grid_runs.jsonl there (not a grid folder)')
-    if args.resume and args.out and args.out != args.resume:
-        p.error('--resume DIR writes into DIR; leave out --out')
-    if args.seeds is not None and args.seeds < 1:
-        p.error('--seeds must be >= 1')
-    if args.ask is not None and not args.ckpt:
-        p.error('--ask needs --ckpt PATH (a checkpoint written by a training run)')
-    if args.ckpt and args.ask is None:
-        ignored = given(k for k in vars(args) if k not in ('ckpt', 'ask', 'unseen', 'device'))
-        if ignored:
-            p.error(f"--ckpt evaluates a trained model on its own test problems; it cannot take "
-                    f"{' '.join(ignored)} (only --unseen, --device, or --ask)")
-    if args.ckpt and not os.path.isfile(args.ckpt):
-        p.error(f'--ckpt {args.ckpt}: no such file')
-    for name in ('steps', 'batch_size', 'eval_every', 'eval_n', 'n_layer', 'n_head', 'n_embd'):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1")
-    for name in ('forget_every', 'forget_until'):
-        if getattr(args, name) < 0:
-            p.error(f"--{name.replace('_', '-')} must be >= 0")
-    if args.n_embd % args.n_head:
-        p.error(f'--n-embd {args.n_embd} must be divisible by --n-head {args.n_head}')
-    size_error = L.size_error(args.n_symbols, args.max_depth, args.max_premises)
-    if size_error:
-        p.error(size_error)
-    # nan and inf fail both comparisons; a zero lr or norm trains nothing
-    for name, low, high in (('lr', 0, 1), ('weight_decay', 0, 10), ('identity_init', -100, 100),
-                            ('emb_norm', 0, 100)):
-        v, open_low = getattr(args, name), name in ('lr', 'emb_norm')
-        if not (low <= v <= high) or (v == 0 and open_low):
-            flag = '--' + name.replace('_', '-')
-            p.error(f"{flag} {v}: must be a number in {'(' if open_low else '['}{low}, {high}]")
-    for name, high in (('n_symbols', 100_000), ('n_embd', 2048), ('n_layer', 48), ('batch_size', 4096),
-                       ('eval_n', 20_000), ('steps', 10_000_000)):
-        if getattr(args, name) > high:
-            p.error(f"--{name.replace('_', '-')} {getattr(args, name)}: at most {high} "
-                    "(this is a small-model demo)")
-    if args.freeze_emb and args.forget_every:
-        p.error('--freeze-emb and --forget-every contradict each other: frozen embeddings are never reset')
-    if args.copy_form != p.get_default('copy_form') and not args.copy_attn:
-        p.error('--copy-form goes with --copy-attn')
-    if args.identity_init != p.get_default('identity_init') and not args.identity:
-        p.error('--identity-init goes with --identity (it is the identity terms\' starting value)')
-    if args.forget_until and not args.forget_every:
-        p.error('--forget-until needs --forget-every K')
-    if args.device not in ('auto', 'cpu', 'cuda', 'mps') and not args.device.startswith('cuda:'):
-        p.error(f"--device {args.device}: choose auto, cpu, cuda or mps")
-    if args.device.startswith('cuda') and not torch.cuda.is_available():
-        p.error(f"--device {args.device}: no CUDA device on this machine (try --device auto)")
-    if args.device == 'mps' and not (getattr(torch.backends, 'mps', None) and torch.backends.mps.is_available()):
-        p.error("--device mps: no Apple GPU on this machine (try --device auto)")
-    if args.out and os.path.isfile(args.out):
-        p.error(f"--out {args.out} is a file; give a folder")
-    return args
-
-
-def config_from_args(args):
-    names = {f.name for f in fields(Config)}
-    cfg = Config(**{k: v for k, v in vars(args).items() if k in names})
-    cfg.tie_emb = not args.untie_emb
-    cfg.device = pick_device(args.device)
-    cfg.precision = pick_precision(args.precision, cfg.device)
-    return cfg
-
-
 def main_grid(args, argv):
     t0 = time.time()
-    device = pick_device(args.device)
-    base = replace(Config(), **(GRID_QUICK if args.quick else GRID), device=device,
-                   precision=pick_precision(args.precision, device))
+    base = Config(**(GRID_QUICK if args.quick else GRID), device=args.device, precision=args.precision)
+    device = base.device
     seeds = list(range(args.seeds or (1 if args.quick else 2)))
     out = args.resume or args.out or os.path.join('runs', time.strftime('%Y%m%d-%H%M%S_') +
                                                   ('grid-quick' if args.quick else 'grid'))
@@ -1141,75 +1027,204 @@ def main_grid(args, argv):
         json.dump(dict(command=command, results=results, finetune=ft, wall=wall), f, indent=1)
     print(f"\n{ft_table}\n\ntotal wall {wall / 60:.1f} min; wrote {out}/grid.md, grid.json, grid.png, finetune.png")
 
+# -----------------------------------------------------------------------------
+# D. --bench: what makes the training loop fast on this machine
 
-def main(argv=None):
-    sys.stdout.reconfigure(line_buffering=True)   # each progress line shows at once, in a pipe or a file too
-    args = parse_args(argv)
-    if args.ckpt:   # a trained model: one problem (--ask), or the three test scenarios in seconds
-        try:
-            model, vocab, cfg = load_checkpoint(args.ckpt, pick_device(args.device))
-            if args.ask is not None:
-                ask(model, vocab, cfg, args.ask)
-                return
-        except ValueError as e:
-            sys.exit(f'error: {e}')
-        acc = evaluate(model, vocab, eval_sets(cfg, vocab), cfg.device)
-        print(f"{args.ckpt}: {describe(cfg)}, exact match on its {cfg.eval_n} test problems per scenario:")
-        for s in L.SCENARIOS:
-            print(f"  {s:<6}{acc_str(acc, s)}")
-        mistakes(model, vocab, cfg, args.unseen)
-        rows = os.path.splitext(args.ckpt)[0] + '_rows.png'          # next to the checkpoint
-        plot_rows(model, cfg, vocab, rows)
-        print(f"\nwrote {rows}")
-        return
-    if args.grid:
-        try:
-            return main_grid(args, argv)
-        except KeyboardInterrupt:
-            sys.exit(f"error: interrupted (Ctrl-C); the finished runs are kept in "
-                     f"{args.out}/grid_runs.jsonl; "
-                     f"to finish: python unseen.py --grid{' --quick' if args.quick else ''}"
-                     f"{f' --seeds {args.seeds}' if args.seeds else ''} --resume {args.out}")
-    cfg = config_from_args(args)
-    if args.bench:
-        print(f"training-loop throughput, {describe(cfg)}, on {cfg.device}")
-        print('\n' + bench(cfg))
-        return
-    name = describe(cfg)
-    out = args.out or os.path.join('runs', time.strftime('%Y%m%d-%H%M%S_') + name.replace(' + ', '_').replace(' ', ''))
+
+def timed_steps(cfg, steps, group=True, threads=None):
+    """(non-padding input tokens, seconds) of `steps` training steps (data, forward, backward, AdamW) of
+    a fresh model, after 5 warm-up steps. `threads`: torch threads for this process."""
+    if threads:
+        torch.set_num_threads(threads)
+    vocab = L.Vocab(cfg.n_symbols)
+    model, optimizer = new_model(cfg, vocab)
+    tokens, t0 = [], []
+
+    def counted(data):
+        for x, y in data:
+            tokens.append((x != vocab.pad).sum().item())
+            yield x, y
+
+    def start_clock(step, losses, seconds):
+        if step == 5:       # the first steps warm up allocators and caches
+            tokens.clear()
+            t0.append(time.time())
+    data = counted(batches(random.Random(cfg.seed), cfg, vocab, group=group))
+    train_loop(model, optimizer, replace(cfg, steps=5 + steps, eval_every=5), data, start_clock)
+    return sum(tokens), time.time() - t0[0]
+
+
+def bench(cfg, steps=150, rounds=2, log=print):
+    """Tokens per second of the training loop for the loop the first version shipped (float32,
+    length-grouped batches of 64, one run on all cores) and for each speed lever, on this machine.
+    The best of `rounds` timings counts (the others were disturbed by something else on the machine).
+    The last row is what --grid does: one run per core, one thread each, tokens/s of all together."""
+    n = os.cpu_count() or 1
+    b = cfg.batch_size
+    variants = [(f'float32, batch {b}, length-grouped: the loop as first shipped', dict(precision='fp32'), {}),
+                (f'float32, batch {b}, random batches (no length grouping)', dict(precision='fp32'), dict(group=False)),
+                (f'bfloat16 autocast, batch {b}', dict(precision='bf16'), {}),
+                (f'bfloat16 autocast, batch {2 * b}', dict(precision='bf16', batch_size=2 * b), {}),
+                (f'bfloat16 autocast, batch {b}, {n} runs side by side, 1 thread each', dict(precision='bf16'),
+                 dict(parallel=n))][:None if cfg.device == 'cpu' else -1]   # side by side: a CPU matter
+    best = [0.0] * len(variants)
+    for r in range(rounds):
+        for i, (name, over, kw) in enumerate(variants):
+            c = replace(cfg, **over)
+            if 'parallel' in kw:
+                with mp.get_context('spawn').Pool(n) as pool:
+                    runs = pool.starmap(timed_steps, [(replace(c, seed=k), steps, True, 1) for k in range(n)])
+                speed = sum(t for t, _ in runs) / max(s for _, s in runs)
+            else:
+                tokens, seconds = timed_steps(c, steps, kw.get('group', True))
+                speed = tokens / seconds
+            best[i] = max(best[i], speed)
+            log(f"round {r + 1}/{rounds}: {name:<66} {speed:9,.0f} tokens/s")
+    lines = [f"| training loop ({describe(cfg)}, {cfg.n_symbols} symbols, {cfg.device}) | tokens/s | vs first |",
+             '|---|---|---|']
+    lines += [f"| {name} | {speed:,.0f} | {speed / best[0]:.2f}x |" for (name, _, _), speed in zip(variants, best)]
+    return '\n'.join(lines)
+
+# -----------------------------------------------------------------------------
+# E. the command line
+
+
+def terms(cfg):
+    """What the run's attention has, in words: 'identity terms on, copy attention off'."""
+    return (f"identity terms {'on' if cfg.identity else 'off'}, "
+            f"copy attention {cfg.copy_form + ' form' if cfg.copy_attn else 'off'}")
+
+
+def describe(cfg):
+    """The switches of a run, e.g. 'copy-attn + freeze-emb' ('standard' if none)."""
+    on = [('no-identity', not cfg.identity), ('copy-attn', cfg.copy_attn and cfg.copy_form == 'residual'),
+          ('copy-pointer', cfg.copy_attn and cfg.copy_form == 'pointer'), ('freeze-emb', cfg.freeze_emb),
+          ('untied', not cfg.tie_emb),
+          (f'forget-every {cfg.forget_every}', cfg.forget_every),
+          (f'until {cfg.forget_until}', cfg.forget_every and cfg.forget_until)]
+    return ' + '.join(name for name, flag in on if flag) or 'standard'
+
+
+def parse_args(argv=None):
+    d, flag = Config(), lambda k: '--' + k.replace('_', '-')
+    p = argparse.ArgumentParser(description='Train a transformer on Horn-clause logic and test it on unseen '
+                                'symbols.', formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    a = p.add_argument
+    a('--unseen', choices=L.SCENARIOS, default='all', help='test scenario the verdict reports')
+    a('--copy-attn', action='store_true', help='add copy attention (it copies raw input tokens)')
+    a('--copy-form', choices=('residual', 'pointer'), default=d.copy_form, help='residual: add the attended '
+      "raw embeddings to the residual stream; pointer: add copy logits for the attended tokens' ids")
+    a('--identity', action=argparse.BooleanOptionalAction, default=d.identity,
+      help="Boix-Adsera et al.'s identity terms (a_h I, b_h I) in every attention head")
+    a('--identity-init', type=float, default=d.identity_init, help='a_h = b_h at the start')
+    a('--emb-norm', type=float, default=d.emb_norm, help='mean row norm of the orthogonal (un)embeddings')
+    a('--freeze-emb', action='store_true', help='orthogonal (un)embeddings, never updated')
+    a('--untie-emb', action='store_true', help='separate input embedding and unembedding')
+    a('--forget-every', type=int, default=0, metavar='K', help='reset (un)embeddings every K steps')
+    a('--forget-until', type=int, default=0, metavar='N', help='no resets after step N (0: never stop)')
+    a('--n-symbols', type=int, default=d.n_symbols, help='training symbol pool (diversity)')
+    a('--max-depth', type=int, default=d.max_depth, help='longest planted derivation')
+    a('--max-premises', type=int, default=d.max_premises, help='premises per rule (1 to 3)')
+    a('--n-layer', type=int, default=d.n_layer)
+    a('--n-head', type=int, default=d.n_head)
+    a('--n-embd', type=int, default=d.n_embd, help='model width')
+    a('--steps', type=int, default=d.steps)
+    a('--batch-size', type=int, default=d.batch_size)
+    a('--lr', type=float, default=d.lr)
+    a('--weight-decay', type=float, default=d.weight_decay, help='AdamW decay, (un)embeddings included')
+    a('--eval-every', type=int, default=d.eval_every)
+    a('--eval-n', type=int, default=d.eval_n, help='test problems per scenario')
+    a('--seed', type=int, default=d.seed)
+    a('--device', default='auto', help='auto, cpu, cuda or mps')
+    a('--precision', choices=('auto', 'fp32', 'bf16'), default='auto', help='bf16: matrix products in '
+      'bfloat16 (autocast); auto: bf16 where the hardware is fast at it')
+    a('--out', default=None, help='output folder (default: runs/<time>_<switches>)')
+    a('--ask', metavar='TEXT', help="solve one problem, e.g. 'u1 . u1 -> u2 . ? u2', with --ckpt")
+    a('--ckpt', metavar='PATH', help='checkpoint written by a training run: evaluate it on the three '
+      'scenarios (mistakes shown for --unseen), or solve one problem with --ask')
+    a('--grid', action='store_true', help="train every configuration of the paper's table (2 seeds each) and "
+      'run the fine-tuning contrast; writes grid.md, grid.json, grid.png, finetune.png (~28 min on 2 CPU cores)')
+    a('--quick', action='store_true', help='with --grid: one seed, fewer steps (about 6 min)')
+    a('--seeds', type=int, default=None, help='with --grid: seeds per row (default 2, 1 with --quick)')
+    a('--resume', metavar='DIR', help='with --grid: finish an interrupted grid in DIR (same --quick and '
+      '--seeds), training only the runs it does not have yet')
+    a('--bench', action='store_true',
+      help='measure training-loop tokens/s for each speed lever (the switches pick the model)')
+    args = p.parse_args(argv)
+
+    # every way the switches can contradict each other or measure nothing, in one list: (bad?, message)
+    given = lambda names: [flag(k) for k in names if getattr(args, k) != p.get_default(k)]
+    on_grid = given(k for k in vars(args) if k not in ('grid', 'quick', 'seeds', 'resume', 'device',
+                                                         'precision', 'out'))
+    on_bench = given(('unseen', 'steps', 'eval_every', 'eval_n', 'precision', 'out', 'ask', 'ckpt'))
+    on_ckpt = given(k for k in vars(args) if k not in ('ckpt', 'ask', 'unseen', 'device'))
+    open_low = ('lr', 'emb_norm')   # a zero lr or norm trains nothing; nan and inf fail every comparison
+    ranges = (('lr', 0, 1), ('weight_decay', 0, 10), ('identity_init', -100, 100), ('emb_norm', 0, 100))
+    highs = (('n_symbols', 100_000), ('n_embd', 2048), ('n_layer', 48), ('batch_size', 4096),
+             ('eval_n', 20_000), ('steps', 10_000_000))
+    mps = getattr(torch.backends, 'mps', None) and torch.backends.mps.is_available()
+    problems = [
+        (args.grid and on_grid, f"--grid trains its own configurations; it cannot take {' '.join(on_grid)} "
+                                "(only --quick, --seeds, --resume, --device, --precision, --out)"),
+        (args.bench and on_bench, '--bench times every precision for a fixed number of steps and writes '
+                                  f"nothing; it cannot take {' '.join(on_bench)}"),
+        ((args.quick or args.seeds is not None or args.resume) and not args.grid,
+         '--quick, --seeds and --resume go with --grid'),
+        (args.resume and not os.path.isfile(os.path.join(args.resume, 'grid_runs.jsonl')),
+         f'--resume {args.resume}: no grid_runs.jsonl there (not a grid folder)'),
+        (args.resume and args.out and args.out != args.resume, '--resume DIR writes into DIR; leave out --out'),
+        (args.seeds is not None and args.seeds < 1, '--seeds must be >= 1'),
+        (args.ask is not None and not args.ckpt, '--ask needs --ckpt PATH (a checkpoint written by a training run)'),
+        (args.ckpt and args.ask is None and on_ckpt, '--ckpt evaluates a trained model on its own test problems; '
+                                                     f"it cannot take {' '.join(on_ckpt)} (only --unseen, --device, or --ask)"),
+        (args.ckpt and not os.path.isfile(args.ckpt), f'--ckpt {args.ckpt}: no such file'),
+        *[(getattr(args, k) < 1, f'{flag(k)} must be >= 1')
+          for k in ('steps', 'batch_size', 'eval_every', 'eval_n', 'n_layer', 'n_head', 'n_embd')],
+        *[(getattr(args, k) < 0, f'{flag(k)} must be >= 0') for k in ('forget_every', 'forget_until')],
+        (args.n_head >= 1 and args.n_embd % args.n_head,
+         f'--n-embd {args.n_embd} must be divisible by --n-head {args.n_head}'),
+        (True, L.size_error(args.n_symbols, args.max_depth, args.max_premises)),
+        *[(not low <= getattr(args, k) <= high or (getattr(args, k) == 0 and k in open_low),
+           f"{flag(k)} {getattr(args, k)}: must be a number in {'(' if k in open_low else '['}{low}, {high}]")
+          for k, low, high in ranges],
+        *[(getattr(args, k) > high, f"{flag(k)} {getattr(args, k)}: at most {high} (this is a small-model demo)")
+          for k, high in highs],
+        (args.freeze_emb and args.forget_every,
+         '--freeze-emb and --forget-every contradict each other: frozen embeddings are never reset'),
+        (args.copy_form != d.copy_form and not args.copy_attn, '--copy-form goes with --copy-attn'),
+        (args.identity_init != d.identity_init and not args.identity,
+         "--identity-init goes with --identity (it is the identity terms' starting value)"),
+        (args.forget_until and not args.forget_every, '--forget-until needs --forget-every K'),
+        (args.device not in ('auto', 'cpu', 'cuda', 'mps') and not args.device.startswith('cuda:'),
+         f"--device {args.device}: choose auto, cpu, cuda or mps"),
+        (args.device.startswith('cuda') and not torch.cuda.is_available(),
+         f"--device {args.device}: no CUDA device on this machine (try --device auto)"),
+        (args.device == 'mps' and not mps, "--device mps: no Apple GPU on this machine (try --device auto)"),
+        (args.out and os.path.isfile(args.out), f"--out {args.out} is a file; give a folder")]
+    for bad, message in problems:
+        if bad and message:
+            p.error(message)
+    return args
+
+
+def config_from_args(args):
+    names = {f.name for f in fields(Config)}
+    return Config(**{k: v for k, v in vars(args).items() if k in names}, tie_emb=not args.untie_emb)
+
+
+def output_folder(out, name):
+    """The run's folder (default runs/<time>_<switches>), made and checked for writing now, not after the
+    whole run. Returns (folder, whether this call created it)."""
+    out = out or os.path.join('runs', time.strftime('%Y%m%d-%H%M%S_') + name.replace(' + ', '_').replace(' ', ''))
     created = not os.path.isdir(out)
-    try:                            # find out now, not after the whole run, that the folder is not writable
+    try:
         os.makedirs(out, exist_ok=True)
         with open(os.path.join(out, '.write-test'), 'w'):
             pass
         os.remove(os.path.join(out, '.write-test'))
     except OSError as e:
         sys.exit(f"error: --out {out}: cannot write there ({e.strerror})")
-    n_params = sum(p.numel() for p in GPT(cfg, len(L.Vocab(cfg.n_symbols))).parameters())
-    print(f"model: {name} ({n_params / 1e3:.0f}k parameters); {cfg.steps} steps on {cfg.device} in {cfg.precision}, "
-          f"{cfg.n_symbols} training symbols, 100 unseen; writing to {out}")
-    why = (f"the identity terms (Boix-Adsera et al.) add a_h I to every head's scores and b_h I to its\n"
-           f"       values, a = b = {cfg.identity_init:g} at the start: the same function class, easier to "
-           "learn (--no-identity: the textbook form)" if cfg.identity
-           else "the textbook attention, slow to learn this task")
-    print(f"       {terms(cfg)}; {why}")
-    t0 = time.time()
-    try:
-        model, vocab, history = train(cfg)
-    except (FloatingPointError, KeyboardInterrupt) as e:   # stop with one line; leave no empty run folder
-        if created and not os.listdir(out):
-            os.rmdir(out)
-        sys.exit(f"error: {str(e) or 'interrupted (Ctrl-C)'}; nothing was saved")
-    wall = time.time() - t0
-    save_checkpoint(os.path.join(out, 'ckpt.pt'), model, cfg, history)
-    plot(history, os.path.join(out, 'training.png'), f'{name}, verdict on --unseen {args.unseen}')
-    plot_rows(model, cfg, vocab, os.path.join(out, 'ckpt_rows.png'))
-    print(verdict(cfg, history, args.unseen))
-    print(f"trained in {wall // 60:.0f} min {wall % 60:.0f} s")
-    mistakes(model, vocab, cfg, args.unseen)
-    print(f"\nwrote {out}/ckpt.pt, {out}/training.png and {out}/ckpt_rows.png; try:\n"
-          f"  python unseen.py --ckpt {out}/ckpt.pt --ask "
-          "'u92 . u29 . u75 -> u13 . u40 -> u3 . u92 -> u75 . u40 -> u2 . ? u3'")
+    return out, created
 
 
 if __name__ == '__main__':
