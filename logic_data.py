@@ -189,7 +189,8 @@ class GenConfig:
     n_distractors: int = 2    # rules that can never fire (each has a premise that is never derivable)
 
     def max_names(self):
-        """The most distinct variables one problem can use (facts, derived atoms, 2 dead, distractor heads)."""
+        """The most distinct variables one problem can use (facts, derived atoms, 2 dead, distractor
+        heads)."""
         return 1 + self.n_extra_facts + self.max_depth + 2 + max(self.n_distractors - 1, 0)
 
     def max_tokens(self):
@@ -207,9 +208,11 @@ def size_error(n_symbols, max_depth, max_premises):
         return '--max-depth must be >= 1'
     need = GenConfig(max_depth=max_depth).max_names()
     if need > N_UNSEEN:
-        return f'--max-depth {max_depth} needs {need} distinct names per problem; the unseen pool has {N_UNSEEN}'
+        return (f'--max-depth {max_depth} needs {need} distinct names per problem; '
+                f'the unseen pool has {N_UNSEEN}')
     if n_symbols < need:
-        return f'--n-symbols must be >= {need}: a problem of depth {max_depth} uses up to {need} distinct names'
+        return (f'--n-symbols must be >= {need}: a problem of depth {max_depth} uses up to {need} '
+                'distinct names')
     return None
 
 

@@ -76,6 +76,14 @@ def test_generated_chains_are_valid_and_labels_are_the_solvers(max_premises):
         assert 0.4 < sum(answers) / len(answers) < 0.6
 
 
+def test_the_longest_problem_fits_the_position_table():
+    for depth, premises in ((1, 1), (4, 1), (4, 3)):
+        g = L.GenConfig(max_depth=depth, max_premises=premises)
+        vocab, rng = L.Vocab(50), random.Random(depth)
+        lengths = [len(vocab.encode(L.generate(rng, g, vocab.train_names))[0]) for _ in range(3000)]
+        assert max(lengths) <= g.max_tokens() and max(lengths) >= g.max_tokens() - premises - 1
+
+
 def test_scenarios_rename_correctly():
     vocab, cfg, rng = L.Vocab(50), L.GenConfig(), random.Random(0)
     for _ in range(200):
@@ -291,6 +299,38 @@ def test_evaluation_splits_each_scenario_into_provable_and_unprovable(trained):
         assert acc[s] == pytest.approx((sum(T) + sum(F)) / len(problems))
 
 
+def test_embeddings_are_in_the_weight_decay_group_unless_frozen():
+    for tie in (True, False):
+        cfg = replace(TINY, tie_emb=tie, weight_decay=0.1)
+        model, opt = U.new_model(cfg, L.Vocab(cfg.n_symbols))
+        decay, no_decay = opt.param_groups
+        assert decay['weight_decay'] == 0.1 and no_decay['weight_decay'] == 0.0
+        ids = lambda g: {id(p) for p in g['params']}
+        assert {id(w) for w in model.embeddings()} <= ids(decay)          # the lemma's mechanism
+        assert id(model.transformer.ln_f.weight) in ids(no_decay) and id(model.lm_head.weight) not in ids(no_decay)
+        model, opt = U.new_model(replace(cfg, freeze_emb=True), L.Vocab(cfg.n_symbols))
+        assert not {id(w) for w in model.embeddings()} & (ids(opt.param_groups[0]) | ids(opt.param_groups[1]))
+
+
+def test_lr_warms_up_then_decays_to_a_tenth():
+    cfg = replace(TINY, lr=1e-2, warmup=10, steps=110)
+    lrs = [U.get_lr(cfg, s) for s in range(cfg.steps)]
+    assert lrs[0] == pytest.approx(1e-3) and lrs[9] == pytest.approx(1e-2)      # linear warm-up
+    assert lrs[10] == pytest.approx(1e-2) and lrs[60] == pytest.approx(0.55e-2)  # cosine: half-way
+    assert all(a >= b for a, b in zip(lrs[10:], lrs[11:]))
+    assert U.get_lr(cfg, cfg.steps) == pytest.approx(1e-3) and U.get_lr(cfg, 10 * cfg.steps) == pytest.approx(1e-3)
+
+
+def test_command_line_defaults_are_configs_defaults_and_switches_set_one_thing():
+    cfg = lambda *a: U.config_from_args(U.parse_args(list(a)))
+    assert cfg() == U.Config()
+    assert cfg('--freeze-emb') == replace(U.Config(), freeze_emb=True)         # and no copy attention with it
+    assert cfg('--untie-emb') == replace(U.Config(), tie_emb=False)
+    assert cfg('--no-identity') == replace(U.Config(), identity=False)
+    assert cfg('--copy-attn', '--copy-form', 'pointer') == replace(U.Config(), copy_attn=True, copy_form='pointer')
+    assert U.Config().device in ('cpu', 'cuda', 'mps') and U.Config().precision in ('fp32', 'bf16')
+
+
 def test_untied_model_has_two_matrices_and_tied_one():
     assert len(U.GPT(TINY, 100).embeddings()) == 1
     assert len(U.GPT(replace(TINY, tie_emb=False), 100).embeddings()) == 2
@@ -338,6 +378,18 @@ def test_forgetting_resets_embeddings_and_adam_state_then_stops():
     assert not torch.allclose(w, old)
     assert all(opt.state[w][k].abs().sum() == 0 for k in ('exp_avg', 'exp_avg_sq', 'step'))
     assert torch.equal(model.transformer.h[0].mlp.c_fc.weight, other)        # only the embeddings
+
+
+def test_forgetting_an_untied_model_resets_both_matrices_and_both_optimizer_states():
+    cfg = replace(TINY, tie_emb=False)
+    model, opt = U.new_model(cfg, L.Vocab(cfg.n_symbols))
+    U.train_step(model, opt, *next(U.batches(random.Random(0), cfg, L.Vocab(cfg.n_symbols))))
+    wte, head = model.transformer.wte.weight, model.lm_head.weight
+    old = [wte.detach().clone(), head.detach().clone()]
+    assert all(opt.state[w]['exp_avg'].abs().sum() > 0 for w in (wte, head))
+    U.forget_embeddings(model, opt)
+    assert not torch.allclose(wte, old[0]) and not torch.allclose(head, old[1])
+    assert all(opt.state[w][k].abs().sum() == 0 for w in (wte, head) for k in ('exp_avg', 'exp_avg_sq'))
 
 
 def test_training_loop_forgets_on_schedule_and_evaluates_before_each_reset(monkeypatch):
@@ -470,7 +522,16 @@ def test_checkpoint_round_trip_and_ask(trained, capsys):
     r = run('unseen.py', '--ckpt', str(path), '--ask', 'u1 -> u2 . x3 -> x4 . u1 . ? u2')
     assert r.returncode == 0, r.stderr
     assert 'problem: u1* . u1* -> u2* . x3 -> x4 . ? u2*' in r.stdout
-    assert 'solver:  u2* T' in r.stdout and ('correct' in r.stdout or 'WRONG' in r.stdout)
+    p = L.parse('u1 -> u2 . x3 -> x4 . u1 . ? u2')
+    ids, n_prompt = vocab.encode(p)
+    written = vocab.decode(U.generate(loaded, vocab, ids[:n_prompt]))             # what the model writes
+    assert f"model:   {U.marked(vocab, written)}\n" in r.stdout and 'solver:  u2* T' in r.stdout
+    assert ('\ncorrect ' if written == 'u2 T' else '\nWRONG ') in r.stdout
+    chain = ' . '.join(f'x{i} -> x{i + 1}' for i in range(30)) + ' . x0 . ? x30'      # 30 steps deep
+    n = len(vocab.encode(L.parse(chain))[0])
+    r = run('unseen.py', '--ckpt', str(path), '--ask', chain)
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+        f"error: problem too long: {n} tokens, this model reads at most {cfg.block_size()}"] and n > 22
     edited = torch.load(path)
     edited['config']['n_head'] = 5                    # 32 is not divisible by 5: the forward pass cannot run
     torch.save(edited, path.parent / 'edited.pt')
@@ -671,6 +732,28 @@ def test_fine_tuning_starts_from_collapsed_fresh_or_copied_rows():
     assert all(tuple(r.tolist()) in rows for r in m.lm_head.weight[unseen])
     steps, history = U.finetune(model, vocab, cfg, 'fresh', max_steps=4, eval_every=2, target=1.01)
     assert steps is None and [s for s, _ in history] == [0, 2, 4]
+
+
+def test_fine_tuning_trains_the_unfrozen_embeddings_on_unseen_names_only(monkeypatch):
+    cfg = replace(TINY, freeze_emb=True, max_depth=1)
+    vocab = L.Vocab(cfg.n_symbols)
+    model, _ = U.new_model(cfg, vocab)                                  # frozen, as after --freeze-emb
+    seen, real = [], U.batches
+
+    def recorded(*a, **kw):
+        for x, y in real(*a, **kw):
+            seen.append(x)
+            yield x, y
+    monkeypatch.setattr(U, 'batches', recorded)
+    before = model.lm_head.weight.detach().clone()
+    tuned = []
+    monkeypatch.setattr(U, 'evaluate', lambda m, *a: tuned.append(m) or {'all': 0.0})
+    U.finetune(model, vocab, cfg, 'collapsed', max_steps=3, eval_every=3, target=1.01)
+    tokens = set(torch.cat([x.flatten() for x in seen]).tolist())    # the batches it trained on:
+    assert len(seen) == 3 and tokens & set(vocab.unseen_ids) and not tokens & set(vocab.train_ids)   # unseen only
+    w = tuned[-1].lm_head.weight
+    assert w.requires_grad and not torch.equal(w[vocab.unseen_ids], before[vocab.unseen_ids])
+    assert model.lm_head.weight.requires_grad is False                  # the model passed in is left alone
     steps, history = U.finetune(model, vocab, cfg, 'fresh', max_steps=4, eval_every=2, target=0.0)
     assert steps == 0
 
@@ -703,11 +786,21 @@ def test_grid_writes_table_figure_and_fine_tuning_contrast_and_resumes(tmp_path,
     assert strip((tmp_path / 'grid.md').read_text()) == strip(table)            # all but the wall column
 
 
-def test_bench_reports_every_lever():
-    table = U.bench(replace(TINY, batch_size=8), steps=2, rounds=1, log=lambda s: None)
-    lines = table.splitlines()
-    assert len(lines) == 2 + 5 and lines[2].endswith('| 1.00x |')
-    assert 'bfloat16' in table and 'random batches' in table and 'side by side' in table
+def test_bench_times_every_lever_and_reports_it_against_the_first(monkeypatch):
+    table = U.bench(replace(TINY, batch_size=8), steps=2, rounds=1, log=lambda s: None)   # really runs
+    assert len(table.splitlines()) == 2 + 5 and 'side by side' in table
+    calls = []
+
+    def fake(cfg, steps, group=True, threads=None):      # known speeds: 100 tokens/s per precision level
+        calls.append((cfg.precision, cfg.batch_size, group))
+        return {'fp32': 100, 'bf16': 150}[cfg.precision] * (2 if cfg.batch_size == 16 else 1) * (group + 1), 1.0
+    monkeypatch.setattr(U, 'timed_steps', fake)
+    monkeypatch.setattr(U.os, 'cpu_count', lambda: 1)
+    monkeypatch.setattr(U.mp, 'get_context', lambda *_: pytest.fail('1 core: nothing to run side by side'))
+    table = U.bench(replace(TINY, batch_size=8), steps=2, rounds=2, log=lambda s: None)
+    assert calls[:4] == [('fp32', 8, True), ('fp32', 8, False), ('bf16', 8, True), ('bf16', 16, True)]
+    ratios = [line.split('|')[-2].strip() for line in table.splitlines()[2:]]
+    assert ratios == ['1.00x', '0.50x', '1.50x', '3.00x']        # each lever against the first row
 
 
 # -----------------------------------------------------------------------------
@@ -730,6 +823,14 @@ def test_lemma_collapse_with_weight_decay_and_not_without():
         assert plain['dist_unseen'][-1] > 0.5 * plain['dist_unseen'][0]
         measured = ~np.isnan(decayed['ratio'])
         assert (decayed['ratio'][measured] <= decayed['bound'][measured]).all()
+
+
+def test_theory_demo_default_run_says_collapse_with_decay_and_not_without(tmp_path):
+    r = run('theory_demo.py', '--out', str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert ('verdict: with weight decay the unseen rows collapse (cosine -> 1.00) while the seen rows stay '
+            'apart; without it they do not collapse. The bound held on every GD/SGD step.') in r.stdout
+    assert (tmp_path / 'lemma.png').is_file()
 
 
 def test_lemma_bound_on_one_hand_worked_step():

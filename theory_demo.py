@@ -20,7 +20,7 @@ Part 2: the collapse in a pretrained model. Reserved, never-trained tokens ([unu
 <unusedN> in Gemma) should have embeddings far more alike than ordinary tokens. And if the lemma is right,
 every never-trained token sits in one cluster whatever its name: find_cluster finds it without names.
 
-    python theory_demo.py --checkpoint DIR                 # DIR holds model.safetensors + vocab.txt/tokenizer.json
+    python theory_demo.py --checkpoint DIR     # DIR holds model.safetensors + vocab.txt/tokenizer.json
 """
 
 import argparse
@@ -107,7 +107,8 @@ def train(H, y, K, n_unseen, optimizer='gd', eta=1.0, lam=0.05, steps=2000, batc
     seen, unseen = np.arange(K - n_unseen), np.arange(K - n_unseen, K)
     iu, ju = np.triu_indices(n_unseen, k=1)
     m, v = np.zeros_like(U), np.zeros_like(U)          # AdamW moments
-    track = {k: [] for k in ('dist_unseen', 'cos_unseen', 'dist_seen', 'cos_seen', 'p', 'r', 'ratio', 'bound')}
+    track = {k: [] for k in
+             ('dist_unseen', 'cos_unseen', 'dist_seen', 'cos_seen', 'p', 'r', 'ratio', 'bound')}
     for t in range(steps):
         idx = np.arange(len(y)) if optimizer == 'gd' else rng.choice(len(y), batch, replace=False)
         Hb, yb = H[idx], y[idx]
@@ -125,12 +126,14 @@ def train(H, y, K, n_unseen, optimizer='gd', eta=1.0, lam=0.05, steps=2000, batc
         if optimizer == 'adamw':                         # decoupled decay, Adam step (no proof for this)
             m = 0.9 * m + 0.1 * g
             v = 0.999 * v + 0.001 * g ** 2
-            U = (1 - eta * lam) * U - eta * (m / (1 - 0.9 ** (t + 1))) / (np.sqrt(v / (1 - 0.999 ** (t + 1))) + 1e-8)
+            m_hat, v_hat = m / (1 - 0.9 ** (t + 1)), v / (1 - 0.999 ** (t + 1))
+            U = (1 - eta * lam) * U - eta * m_hat / (np.sqrt(v_hat) + 1e-8)
         else:                                            # the lemma's update
             U = (1 - eta * lam) * U - eta * g
         after = np.linalg.norm(U[unseen][iu] - U[unseen][ju], axis=1)
         # the worst pair this step; nan once the rows agree to float precision (nothing left to measure)
-        track['ratio'].append((after / before).max() if before.min() > 1e-9 * track['dist_unseen'][0] else np.nan)
+        measurable = before.min() > 1e-9 * track['dist_unseen'][0]
+        track['ratio'].append((after / before).max() if measurable else np.nan)
         track['bound'].append(contraction_bound(eta, lam, r, p))
     return {k: np.array(v) for k, v in track.items()}
 
@@ -142,7 +145,8 @@ def report(name, tr):
     contracting = tr['bound'] < 1
     print(f"{name:<22} unseen rows: cos {tr['cos_unseen'][0]:5.2f} -> {tr['cos_unseen'][-1]:5.2f}, "
           f"dist {tr['dist_unseen'][0]:6.2f} -> {tr['dist_unseen'][-1]:6.3f} | seen rows: cos "
-          f"{tr['cos_seen'][-1]:5.2f}, dist {tr['dist_seen'][-1]:6.2f} | p {tr['p'][-1]:.1e}, r {tr['r'][-1]:.2f}")
+          f"{tr['cos_seen'][-1]:5.2f}, dist {tr['dist_seen'][-1]:6.2f} | "
+          f"p {tr['p'][-1]:.1e}, r {tr['r'][-1]:.2f}")
     slack = (tr['bound'] - tr['ratio'])[measured][held]
     print(f"{'':<22} bound held on {held.sum()}/{measured.sum()} measured steps (median slack bound - ratio "
           f"{np.median(slack) if held.any() else float('nan'):.1e}); a contraction (bound < 1) on "
@@ -165,7 +169,8 @@ def plot_lemma(runs, path):
             axes[0, col].plot(tr['cos_seen'], '--', color=line.get_color(), label=f'{opt}: seen rows')
             axes[1, col].semilogy(tr['dist_unseen'], color=line.get_color(), label=f'{opt}: unseen rows')
             axes[1, col].semilogy(tr['dist_seen'], '--', color=line.get_color(), label=f'{opt}: seen rows')
-        axes[0, col].set(title=f'weight decay lambda = {lam:g}', ylabel='mean pairwise cosine', ylim=(-0.3, 1.05))
+        axes[0, col].set(title=f'weight decay lambda = {lam:g}', ylabel='mean pairwise cosine',
+                         ylim=(-0.3, 1.05))
         axes[1, col].set(xlabel='step', ylabel='mean pairwise distance')
         axes[0, col].legend(fontsize=8)
     fig.suptitle('Lemma 4.1: never-seen classes collapse under weight decay')
@@ -177,8 +182,8 @@ def plot_lemma(runs, path):
 def lemma(args):
     rng = np.random.default_rng(args.seed)
     H, y = make_data(rng, args.n, args.width, args.classes - args.unseen, args.r)
-    print(f"{args.classes} classes ({args.unseen} never seen), {args.n} LayerNorm features of width {args.width} "
-          f"(r = {np.linalg.norm(H, axis=1).max():.2f}), eta {args.eta}, {args.steps} steps")
+    print(f"{args.classes} classes ({args.unseen} never seen), {args.n} LayerNorm features of width "
+          f"{args.width} (r = {np.linalg.norm(H, axis=1).max():.2f}), eta {args.eta}, {args.steps} steps")
     runs, failed = {}, 0
     t0 = time.time()
     for opt in args.optimizers:
@@ -196,10 +201,12 @@ def lemma(args):
     plain = [tr for (o, lam), tr in runs.items() if lam == 0]
     collapsed = all(tr['cos_unseen'][-1] > 0.9 and tr['cos_seen'][-1] < 0.5 for tr in decayed)
     kept = all(tr['cos_unseen'][-1] < 0.9 for tr in plain)
-    print(f"\nverdict: with weight decay the unseen rows {'collapse' if collapsed else 'do NOT all collapse'} "
+    print(f"\nverdict: with weight decay the unseen rows "
+          f"{'collapse' if collapsed else 'do NOT all collapse'} "
           f"(cosine -> {min(tr['cos_unseen'][-1] for tr in decayed):.2f}) while the seen rows stay apart; "
           f"without it they {'do not' if kept else 'DO'} collapse. "
-          f"{'The bound held on every GD/SGD step.' if not failed else f'The bound failed on {failed} GD/SGD steps.'}")
+          + ('The bound held on every GD/SGD step.' if not failed
+             else f'The bound failed on {failed} GD/SGD steps.'))
     print(f"plot: {path}  ({time.time() - t0:.0f} s)")
 
 # -----------------------------------------------------------------------------
@@ -252,7 +259,8 @@ def read_tensor(path, name):
         raise ValueError(f"{path}: {name}'s data_offsets {offsets} do not fit its shape {shape} and the file")
     with open(path, 'rb') as f:
         f.seek(start + begin)
-        raw = np.frombuffer(f.read(end - begin), dtype=np.dtype(SAFETENSORS_DTYPES[info['dtype']]).newbyteorder('<'))
+        dtype = np.dtype(SAFETENSORS_DTYPES[info['dtype']]).newbyteorder('<')
+        raw = np.frombuffer(f.read(end - begin), dtype=dtype)
     if info['dtype'] == 'BF16':
         raw = (raw.astype(np.uint32) << 16).view(np.float32)
     return raw.astype(np.float32).reshape(shape)
@@ -294,7 +302,8 @@ def load_embeddings(ckpt):
     files = tensor_files(ckpt)
     names = sorted((n for n in files if n.endswith(EMBEDDING_NAMES)), key=len)
     if not names:
-        raise ValueError(f"no token-embedding matrix in {ckpt}: looked for a tensor named *{', *'.join(EMBEDDING_NAMES)}")
+        raise ValueError(f"no token-embedding matrix in {ckpt}: "
+                         f"looked for a tensor named *{', *'.join(EMBEDDING_NAMES)}")
     return names[0], read_tensor(files[names[0]], names[0])
 
 
@@ -452,8 +461,9 @@ def report_cluster(found, unused, vocab, E_in, args):
         inside = int(members[unreachable].sum())
         print(f"  a check that needs no names: {inside} of the {len(unreachable)} WordPiece tokens '##' + a "
               f"punctuation mark or CJK ideograph are in it\n"
-              f"    (BERT's tokenizer splits those characters off before WordPiece: no text ever becomes them)")
-    if E_in is not None:   # Magikarp's indicator for untied models: an input row that is never used gets no gradient
+              "    (BERT's tokenizer splits those characters off before WordPiece: "
+              "no text ever becomes them)")
+    if E_in is not None:   # Magikarp's indicator for untied models: a never-used input row gets no gradient
         norms = np.linalg.norm(E_in, axis=1)
         print(f"  input-row norm (untied): median {np.median(norms[members]):.3g} in the cluster, "
               f"{np.median(norms[~members]):.3g} outside it")
@@ -466,7 +476,13 @@ def report_cluster(found, unused, vocab, E_in, args):
     others = os.path.join(args.out, 'cluster_other_tokens.txt')
     with open(others, 'w', encoding='utf-8') as f:
         f.writelines(f"{i}\t{token_text(name_of.get(i, f'<id {i}>'))}\t{close[i]:.4f}\n" for i in ordinary)
-    print(f"  every token ranked by its cosine to the centre: {ranking}\n  the other tokens in the cluster: {others}")
+    print(f"  every token ranked by its cosine to the centre: {ranking}\n"
+          f"  the other tokens in the cluster: {others}")
+
+
+def n_tokens(pairs):
+    """How many rows n gave these n (n - 1) / 2 pairwise cosines."""
+    return int(np.sqrt(2 * len(pairs))) + 1
 
 
 def plot_unused(pairs, found, unused, args, path):
@@ -478,9 +494,9 @@ def plot_unused(pairs, found, unused, args, path):
         cos_unused, cos_ordinary = pairs
         bins = np.linspace(-0.5, 1, 76)
         axes[0].hist(cos_ordinary, bins=bins, alpha=0.6, density=True,
-                     label=f'{int(np.sqrt(2 * len(cos_ordinary))) + 1} ordinary tokens (mean {cos_ordinary.mean():.2f})')
+                     label=f'{n_tokens(cos_ordinary)} ordinary tokens (mean {cos_ordinary.mean():.2f})')
         axes[0].hist(cos_unused, bins=bins, alpha=0.6, density=True,
-                     label=f'{int(np.sqrt(2 * len(cos_unused))) + 1} unused tokens (mean {cos_unused.mean():.2f})')
+                     label=f'{n_tokens(cos_unused)} unused tokens (mean {cos_unused.mean():.2f})')
         axes[0].legend()
     axes[0].set(xlabel='pairwise cosine similarity of input embeddings', ylabel='density',
                 title='reserved tokens' if pairs is not None else 'no reserved tokens to compare')
@@ -496,7 +512,8 @@ def plot_unused(pairs, found, unused, args, path):
         axes[1].legend()
     axes[1].set(xlabel="cosine to the cluster's centre (centred rows)", ylabel='tokens',
                 title='the cluster, found without names' if found is not None else 'no cluster found')
-    fig.suptitle(f"{'/'.join(os.path.normpath(args.checkpoint).split(os.sep)[-2:])}: never-trained tokens collapse")
+    where = '/'.join(os.path.normpath(args.checkpoint).split(os.sep)[-2:])
+    fig.suptitle(f"{where}: never-trained tokens collapse")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -506,11 +523,13 @@ def plot_unused(pairs, found, unused, args, path):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description='Lemma 4.1 numerically, and unused-token collapse in a real checkpoint.',
+    p = argparse.ArgumentParser(description='Lemma 4.1 numerically, and unused-token collapse in a real '
+                                'checkpoint.',
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument('--optimizers', default='gd,sgd', help='comma-separated: gd, sgd, adamw')
     p.add_argument('--eta', type=float, default=1.0, help='step size')
-    p.add_argument('--lam', type=float, default=0.05, help='weight decay lambda (a run with 0 is always added)')
+    p.add_argument('--lam', type=float, default=0.05,
+                   help='weight decay lambda (a run with 0 is always added)')
     p.add_argument('--r', type=float, default=1.0, help='feature norm (LayerNorm gain r / sqrt(width))')
     p.add_argument('--classes', type=int, default=20, help='number of classes K')
     p.add_argument('--unseen', type=int, default=5, help='classes that never occur as a label')
@@ -522,7 +541,8 @@ def main(argv=None):
     p.add_argument('--checkpoint', metavar='DIR', help='inspect a Hugging Face style checkpoint instead')
     p.add_argument('--tight', type=float, default=0.8,
                    help='--checkpoint: the cluster holds the centred rows within this cosine of its centre')
-    p.add_argument('--show', type=int, default=12, help='--checkpoint: how many other cluster tokens to print')
+    p.add_argument('--show', type=int, default=12,
+                   help='--checkpoint: how many other cluster tokens to print')
     p.add_argument('--out', default='runs/theory', help='where the plot (and the token lists) go')
     args = p.parse_args(argv)
     args.optimizers = args.optimizers.split(',')

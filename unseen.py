@@ -109,7 +109,8 @@ def pick_precision(name, device):
     if device.startswith('cuda'):
         return 'bf16' if torch.cuda.is_bf16_supported() else 'fp32'
     if device == 'cpu':
-        fast = [getattr(torch.cpu, f, lambda: False)() for f in ('_is_avx512_bf16_supported', '_is_amx_tile_supported')]
+        fast = [getattr(torch.cpu, f, lambda: False)()
+                for f in ('_is_avx512_bf16_supported', '_is_amx_tile_supported')]
         return 'bf16' if any(fast) else 'fp32'
     return 'fp32'
 
@@ -154,16 +155,17 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x):
         B, T, C = x.size()
         q, k, v = self.c_attn(x).split(C, dim=2)
-        q, k, v = [t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v)]  # (B, nh, T, hs)
+        q, k, v = [t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+                   for t in (q, k, v)]                                            # (B, nh, T, hs)
         if self.identity or (q.dtype == torch.bfloat16 and q.device.type == 'cpu'):
             # written out (PyTorch's fused CPU kernel is also several times slower in bfloat16, its backward)
-            att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))                                # (B, nh, T, T)
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))                     # (B, nh, T, T)
             if self.identity:
                 att = att + self.id_a.view(-1, 1, 1) * (x @ x.transpose(1, 2)).unsqueeze(1) / math.sqrt(C)
             att = causal_softmax(att)  # (B, nh, T, T)
             y = att.to(v.dtype) @ v  # (B, nh, T, hs)
         else:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)                             # (B, nh, T, hs)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)                  # (B, nh, T, hs)
         y = self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
         if self.identity:
             y = y + (self.id_b.view(-1, 1, 1) * att).sum(1).to(x.dtype) @ x                        # (B, T, C)
@@ -528,7 +530,8 @@ def verdict(cfg, history, headline):
     last = history[-1]
     lines = ['', f"{'scenario':<10}{'exact match':>12}",
              *[f"{s + (' *' if s == headline else ''):<10}{last[s]:>12.1%}" for s in L.SCENARIOS],
-             f"unseen-row cosine {cos_str(last['cos_unseen'])} (training rows {cos_str(last['cos_train'])})", '']
+             f"unseen-row cosine {cos_str(last['cos_unseen'])} "
+             f"(training rows {cos_str(last['cos_train'])})", '']
     acc = last[headline]
     what = {'none': 'problems in training symbols', 'query': 'problems whose query is an unseen symbol',
             'all': 'problems written entirely in unseen symbols'}[headline]
@@ -612,7 +615,8 @@ def main(argv=None):
         try:
             return main_grid(args, argv)
         except KeyboardInterrupt:
-            sys.exit(f"error: interrupted (Ctrl-C); the finished runs are kept in {args.out}/grid_runs.jsonl; "
+            sys.exit(f"error: interrupted (Ctrl-C); the finished runs are kept in "
+                     f"{args.out}/grid_runs.jsonl; "
                      f"to finish: python unseen.py --grid{' --quick' if args.quick else ''}"
                      f"{f' --seeds {args.seeds}' if args.seeds else ''} --resume {args.out}")
     cfg = config_from_args(args)
@@ -896,7 +900,8 @@ def grid_table(results, base):
         cells = [spread([r['none'] for r in rs], pct)]
         for s in ('query', 'all'):
             cells += [spread([r[s] for r in rs], pct), tf(rs, s)]
-        cells += [spread([r['cos_unseen'] for r in rs], cos_str), spread([r['wall'] for r in rs], lambda v: f"{v:.0f}")]
+        cells += [spread([r['cos_unseen'] for r in rs], cos_str),
+                  spread([r['wall'] for r in rs], lambda v: f"{v:.0f}")]
         lines.append(f"| {label} | " + ' | '.join(cells) + ' |')
     return '\n'.join(lines)
 
@@ -909,7 +914,8 @@ def grid_plot(results, path, title):
         vals = [[100 * r[s] for r in results if r['row'] == lab] for lab in labels]
         mean = [sum(v) / len(v) for v in vals]
         err = [[m - min(v) for m, v in zip(mean, vals)], [max(v) - m for m, v in zip(mean, vals)]]
-        ax.barh([i + (k - 1) * 0.27 for i in range(len(labels))], mean, height=0.27, xerr=err, label=s, capsize=2)
+        ax.barh([i + (k - 1) * 0.27 for i in range(len(labels))], mean, height=0.27, xerr=err, label=s,
+                capsize=2)
     ax.set_yticks(range(len(labels)), labels)
     ax.invert_yaxis()
     ax.set(xlabel='exact match (%), mean over seeds, bars: min to max', xlim=(0, 100), title=title)
@@ -996,15 +1002,15 @@ def main_grid(args, argv):
     command = ' '.join(['python', 'unseen.py'] + (sys.argv[1:] if argv is None else argv))
     rows = grid_rows(base)
     workers = (os.cpu_count() or 1) if device == 'cpu' else 1
-    print(f"grid: {len(rows)} configurations x {len(seeds)} seed(s), {base.steps} steps each, problems of depth "
-          f"1-{base.max_depth}, {base.n_symbols} training symbols unless named, {device} in {base.precision}, "
-          f"{workers} run(s) at a time; writing to {out}")
+    print(f"grid: {len(rows)} configurations x {len(seeds)} seed(s), {base.steps} steps each, problems of "
+          f"depth 1-{base.max_depth}, {base.n_symbols} training symbols unless named, {device} in "
+          f"{base.precision}, {workers} run(s) at a time; writing to {out}")
     results, table, (model, vocab, cfg) = run_grid(base, seeds, out, workers)
     print('\n' + table + '\n')
     ft_steps, ft_every = (GRID_FT_QUICK if args.quick else GRID_FT)
     print(f"fine-tuning contrast: the standard model (seed {seeds[0]}, its unseen rows at cosine "
-          f"{collapse(model, vocab)[0]:.2f}) fine-tuned on problems in unseen symbols, up to {ft_steps} steps, "
-          f"from collapsed, fresh and copied unseen rows ...")
+          f"{collapse(model, vocab)[0]:.2f}) fine-tuned on problems in unseen symbols, up to {ft_steps} "
+          f"steps, from collapsed, fresh and copied unseen rows ...")
     starts = ('collapsed', 'fresh', 'copied')
     weights = {k: v.cpu() for k, v in model.state_dict().items()}
     jobs = [(weights, cfg, start, ft_steps, ft_every) for start in starts]
@@ -1012,9 +1018,10 @@ def main_grid(args, argv):
         ft = dict(zip(starts, pool.starmap(finetune_job, jobs)))
     ft = {start: dict(steps_to_90=steps, history=history) for start, (steps, history) in ft.items()}
     first = lambda h, level: next((f'{step}' for step, acc in h if acc >= level), f'> {ft_steps}')
-    ft_table = '\n'.join(['| unseen rows at the start | steps to 50% | steps to 90% | accuracy when it stopped |',
-                          '|---|---|---|---|'] + [f"| {k} | {first(v['history'], 0.5)} | {first(v['history'], 0.9)} | "
-                                                  f"{100 * v['history'][-1][1]:.1f}% |" for k, v in ft.items()])
+    ft_table = '\n'.join(
+        ['| unseen rows at the start | steps to 50% | steps to 90% | accuracy when it stopped |',
+         '|---' * 4 + '|'] + [f"| {k} | {first(v['history'], 0.5)} | {first(v['history'], 0.9)} | "
+                              f"{100 * v['history'][-1][1]:.1f}% |" for k, v in ft.items()])
     finetune_plot(ft, os.path.join(out, 'finetune.png'))
     wall = time.time() - t0
     with open(os.path.join(out, 'grid.md'), 'w') as f:
@@ -1025,7 +1032,8 @@ def main_grid(args, argv):
                 f"\n\n{ft_table}\n")
     with open(os.path.join(out, 'grid.json'), 'w') as f:
         json.dump(dict(command=command, results=results, finetune=ft, wall=wall), f, indent=1)
-    print(f"\n{ft_table}\n\ntotal wall {wall / 60:.1f} min; wrote {out}/grid.md, grid.json, grid.png, finetune.png")
+    print(f"\n{ft_table}\n\ntotal wall {wall / 60:.1f} min; "
+          f"wrote {out}/grid.md, grid.json, grid.png, finetune.png")
 
 # -----------------------------------------------------------------------------
 # D. --bench: what makes the training loop fast on this machine
@@ -1061,11 +1069,14 @@ def bench(cfg, steps=150, rounds=2, log=print):
     The last row is what --grid does: one run per core, one thread each, tokens/s of all together."""
     n = os.cpu_count() or 1
     b = cfg.batch_size
-    variants = [(f'float32, batch {b}, length-grouped: the loop as first shipped', dict(precision='fp32'), {}),
-                (f'float32, batch {b}, random batches (no length grouping)', dict(precision='fp32'), dict(group=False)),
+    variants = [(f'float32, batch {b}, length-grouped: the loop as first shipped', dict(precision='fp32'),
+                 {}),
+                (f'float32, batch {b}, random batches (no length grouping)', dict(precision='fp32'),
+                 dict(group=False)),
                 (f'bfloat16 autocast, batch {b}', dict(precision='bf16'), {}),
                 (f'bfloat16 autocast, batch {2 * b}', dict(precision='bf16', batch_size=2 * b), {}),
-                (f'bfloat16 autocast, batch {b}, {n} runs side by side, 1 thread each', dict(precision='bf16'),
+                (f'bfloat16 autocast, batch {b}, {n} runs side by side, 1 thread each',
+                 dict(precision='bf16'),
                  dict(parallel=n))][:None if cfg.device == 'cpu' else -1]   # side by side: a CPU matter
     best = [0.0] * len(variants)
     for r in range(rounds):
@@ -1080,9 +1091,11 @@ def bench(cfg, steps=150, rounds=2, log=print):
                 speed = tokens / seconds
             best[i] = max(best[i], speed)
             log(f"round {r + 1}/{rounds}: {name:<66} {speed:9,.0f} tokens/s")
-    lines = [f"| training loop ({describe(cfg)}, {cfg.n_symbols} symbols, {cfg.device}) | tokens/s | vs first |",
+    lines = [f"| training loop ({describe(cfg)}, {cfg.n_symbols} symbols, {cfg.device}) | tokens/s "
+             "| vs first |",
              '|---|---|---|']
-    lines += [f"| {name} | {speed:,.0f} | {speed / best[0]:.2f}x |" for (name, _, _), speed in zip(variants, best)]
+    lines += [f"| {name} | {speed:,.0f} | {speed / best[0]:.2f}x |"
+              for (name, _, _), speed in zip(variants, best)]
     return '\n'.join(lines)
 
 # -----------------------------------------------------------------------------
@@ -1143,7 +1156,8 @@ def parse_args(argv=None):
     a('--ckpt', metavar='PATH', help='checkpoint written by a training run: evaluate it on the three '
       'scenarios (mistakes shown for --unseen), or solve one problem with --ask')
     a('--grid', action='store_true', help="train every configuration of the paper's table (2 seeds each) and "
-      'run the fine-tuning contrast; writes grid.md, grid.json, grid.png, finetune.png (~28 min on 2 CPU cores)')
+      'run the fine-tuning contrast; writes grid.md, grid.json, grid.png, finetune.png '
+      '(~28 min on 2 CPU cores)')
     a('--quick', action='store_true', help='with --grid: one seed, fewer steps (about 6 min)')
     a('--seeds', type=int, default=None, help='with --grid: seeds per row (default 2, 1 with --quick)')
     a('--resume', metavar='DIR', help='with --grid: finish an interrupted grid in DIR (same --quick and '
@@ -1172,11 +1186,13 @@ def parse_args(argv=None):
          '--quick, --seeds and --resume go with --grid'),
         (args.resume and not os.path.isfile(os.path.join(args.resume, 'grid_runs.jsonl')),
          f'--resume {args.resume}: no grid_runs.jsonl there (not a grid folder)'),
-        (args.resume and args.out and args.out != args.resume, '--resume DIR writes into DIR; leave out --out'),
+        (args.resume and args.out and args.out != args.resume,
+         '--resume DIR writes into DIR; leave out --out'),
         (args.seeds is not None and args.seeds < 1, '--seeds must be >= 1'),
-        (args.ask is not None and not args.ckpt, '--ask needs --ckpt PATH (a checkpoint written by a training run)'),
-        (args.ckpt and args.ask is None and on_ckpt, '--ckpt evaluates a trained model on its own test problems; '
-                                                     f"it cannot take {' '.join(on_ckpt)} (only --unseen, --device, or --ask)"),
+        (args.ask is not None and not args.ckpt,
+         '--ask needs --ckpt PATH (a checkpoint written by a training run)'),
+        (args.ckpt and args.ask is None and on_ckpt, '--ckpt evaluates a trained model on its own test '
+         f"problems; it cannot take {' '.join(on_ckpt)} (only --unseen, --device, or --ask)"),
         (args.ckpt and not os.path.isfile(args.ckpt), f'--ckpt {args.ckpt}: no such file'),
         *[(getattr(args, k) < 1, f'{flag(k)} must be >= 1')
           for k in ('steps', 'batch_size', 'eval_every', 'eval_n', 'n_layer', 'n_head', 'n_embd')],
@@ -1187,7 +1203,8 @@ def parse_args(argv=None):
         *[(not low <= getattr(args, k) <= high or (getattr(args, k) == 0 and k in open_low),
            f"{flag(k)} {getattr(args, k)}: must be a number in {'(' if k in open_low else '['}{low}, {high}]")
           for k, low, high in ranges],
-        *[(getattr(args, k) > high, f"{flag(k)} {getattr(args, k)}: at most {high} (this is a small-model demo)")
+        *[(getattr(args, k) > high,
+           f"{flag(k)} {getattr(args, k)}: at most {high} (this is a small-model demo)")
           for k, high in highs],
         (args.freeze_emb and args.forget_every,
          '--freeze-emb and --forget-every contradict each other: frozen embeddings are never reset'),
@@ -1215,7 +1232,8 @@ def config_from_args(args):
 def output_folder(out, name):
     """The run's folder (default runs/<time>_<switches>), made and checked for writing now, not after the
     whole run. Returns (folder, whether this call created it)."""
-    out = out or os.path.join('runs', time.strftime('%Y%m%d-%H%M%S_') + name.replace(' + ', '_').replace(' ', ''))
+    stamp = time.strftime('%Y%m%d-%H%M%S_')
+    out = out or os.path.join('runs', stamp + name.replace(' + ', '_').replace(' ', ''))
     created = not os.path.isdir(out)
     try:
         os.makedirs(out, exist_ok=True)
