@@ -794,13 +794,20 @@ def test_bench_times_every_lever_and_reports_it_against_the_first(monkeypatch):
     def fake(cfg, steps, group=True, threads=None):      # known speeds: 100 tokens/s per precision level
         calls.append((cfg.precision, cfg.batch_size, group))
         return {'fp32': 100, 'bf16': 150}[cfg.precision] * (2 if cfg.batch_size == 16 else 1) * (group + 1), 1.0
+    class Pool:                                          # side by side, but in this process
+        def __init__(self, n, **kw):
+            pass
+        __enter__ = lambda self: self
+        __exit__ = lambda self, *a: None
+        starmap = lambda self, f, jobs: [f(*job) for job in jobs]
     monkeypatch.setattr(U, 'timed_steps', fake)
-    monkeypatch.setattr(U.os, 'cpu_count', lambda: 1)
-    monkeypatch.setattr(U.mp, 'get_context', lambda *_: pytest.fail('1 core: nothing to run side by side'))
-    table = U.bench(replace(TINY, batch_size=8), steps=2, rounds=2, log=lambda s: None)
-    assert calls[:4] == [('fp32', 8, True), ('fp32', 8, False), ('bf16', 8, True), ('bf16', 16, True)]
+    monkeypatch.setattr(U.os, 'cpu_count', lambda: 2)
+    monkeypatch.setattr(U.mp, 'get_context', lambda *_: type('Context', (), {'Pool': Pool}))
+    table = U.bench(replace(TINY, batch_size=8), steps=2, rounds=1, log=lambda s: None)
+    assert calls == [('fp32', 8, True), ('fp32', 8, False), ('bf16', 8, True), ('bf16', 16, True)] + \
+        [('bf16', 8, True)] * 2
     ratios = [line.split('|')[-2].strip() for line in table.splitlines()[2:]]
-    assert ratios == ['1.00x', '0.50x', '1.50x', '3.00x']        # each lever against the first row
+    assert ratios == ['1.00x', '0.50x', '1.50x', '3.00x', '3.00x']        # each lever against the first row
 
 
 # -----------------------------------------------------------------------------

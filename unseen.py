@@ -101,29 +101,6 @@ class Config:
         """Longest sequence the generator can make (and `--ask` accepts)."""
         return self.gen().max_tokens()
 
-def pick_precision(name, device):
-    """'auto': bfloat16 where the hardware computes it fast (CUDA with bf16, a CPU with AVX512-BF16 or
-    AMX), float32 elsewhere: on an older CPU, bfloat16 would be emulated and slower."""
-    if name != 'auto':
-        return name
-    if device.startswith('cuda'):
-        return 'bf16' if torch.cuda.is_bf16_supported() else 'fp32'
-    if device == 'cpu':
-        fast = [getattr(torch.cpu, f, lambda: False)()
-                for f in ('_is_avx512_bf16_supported', '_is_amx_tile_supported')]
-        return 'bf16' if any(fast) else 'fp32'
-    return 'fp32'
-
-
-def pick_device(name):
-    if name != 'auto':
-        return name
-    if torch.cuda.is_available():
-        return 'cuda'
-    if getattr(torch.backends, 'mps', None) and torch.backends.mps.is_available():
-        return 'mps'
-    return 'cpu'
-
 # -----------------------------------------------------------------------------
 # the model: nanoGPT, with identity terms and copy attention
 
@@ -583,25 +560,6 @@ def plot(history, path, title):
 def save_checkpoint(path, model, cfg, history):
     torch.save({'model': model.state_dict(), 'config': asdict(cfg), 'history': history}, path)
 
-
-def model_from(cfg, weights):
-    """A model of configuration `cfg` with these weights (a state_dict), on cfg.device."""
-    model = GPT(cfg, len(L.Vocab(cfg.n_symbols)))
-    model.load_state_dict(weights)
-    return model.to(cfg.device)
-
-
-def load_checkpoint(path, device='cpu'):
-    try:
-        ck = torch.load(path, map_location=device)
-        cfg = Config(**{**ck['config'], 'device': device})
-        model = model_from(cfg, ck['model'])
-        model(torch.zeros(1, 2, dtype=torch.long, device=device))   # an edited config (n_head ...) fails here
-    except Exception as e:   # not a file torch can read, or not a checkpoint of this version of unseen.py
-        raise ValueError(f"{path} is not a checkpoint written by this unseen.py ({type(e).__name__})") from e
-    model.eval()
-    return model, L.Vocab(cfg.n_symbols), cfg
-
 # -----------------------------------------------------------------------------
 # main
 
@@ -732,6 +690,25 @@ def ask(model, vocab, cfg, text):
             line += f"   <- copy from position {j} '{marked(vocab, vocab.itos[context[j]])}' ({att[j]:.2f})"
         print(line)
     return ok
+
+
+def model_from(cfg, weights):
+    """A model of configuration `cfg` with these weights (a state_dict), on cfg.device."""
+    model = GPT(cfg, len(L.Vocab(cfg.n_symbols)))
+    model.load_state_dict(weights)
+    return model.to(cfg.device)
+
+
+def load_checkpoint(path, device='cpu'):
+    try:
+        ck = torch.load(path, map_location=device)
+        cfg = Config(**{**ck['config'], 'device': device})
+        model = model_from(cfg, ck['model'])
+        model(torch.zeros(1, 2, dtype=torch.long, device=device))   # an edited config (n_head ...) fails here
+    except Exception as e:   # not a file torch can read, or not a checkpoint of this version of unseen.py
+        raise ValueError(f"{path} is not a checkpoint written by this unseen.py ({type(e).__name__})") from e
+    model.eval()
+    return model, L.Vocab(cfg.n_symbols), cfg
 
 
 def evaluate_checkpoint(args):
@@ -1100,6 +1077,30 @@ def bench(cfg, steps=150, rounds=2, log=print):
 
 # -----------------------------------------------------------------------------
 # E. the command line
+
+
+def pick_precision(name, device):
+    """'auto': bfloat16 where the hardware computes it fast (CUDA with bf16, a CPU with AVX512-BF16 or
+    AMX), float32 elsewhere: on an older CPU, bfloat16 would be emulated and slower."""
+    if name != 'auto':
+        return name
+    if device.startswith('cuda'):
+        return 'bf16' if torch.cuda.is_bf16_supported() else 'fp32'
+    if device == 'cpu':
+        fast = [getattr(torch.cpu, f, lambda: False)()
+                for f in ('_is_avx512_bf16_supported', '_is_amx_tile_supported')]
+        return 'bf16' if any(fast) else 'fp32'
+    return 'fp32'
+
+
+def pick_device(name):
+    if name != 'auto':
+        return name
+    if torch.cuda.is_available():
+        return 'cuda'
+    if getattr(torch.backends, 'mps', None) and torch.backends.mps.is_available():
+        return 'mps'
+    return 'cpu'
 
 
 def terms(cfg):
