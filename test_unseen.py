@@ -1,4 +1,5 @@
-"""Tests for logic_data.py, unseen.py and theory_demo.py. Run: python -m pytest -q  (about a minute on 2 CPU cores)."""
+"""Tests for logic_data.py, unseen.py and theory_demo.py.
+Run: python -m pytest -q  (about two minutes on 2 CPU cores)."""
 
 import copy
 import json
@@ -147,7 +148,8 @@ def test_logic_data_streams_and_stops_quietly_when_the_reader_goes():
     """`python logic_data.py --n 100000000 | head -1`: the first line at once, no BrokenPipeError."""
     proc = subprocess.Popen([sys.executable, 'logic_data.py', '--n', '100000000'], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    timer = threading.Timer(30, proc.kill)           # a generator that collects first would never answer in time
+    # a generator that collects first would never answer in time
+    timer = threading.Timer(30, proc.kill)
     timer.start()
     try:
         first = proc.stdout.readline()
@@ -190,8 +192,9 @@ def test_length_grouping_only_when_asked_for_every_draw():
             out.append((lengths.max() - lengths.min()).item())
         return out
     grouped, random_ = spreads(True), spreads(False)
-    assert sum(s > 0 for s in grouped) <= 3              # one length per batch, but where a draw's sort crosses
-    assert all(s > 0 for s in random_)                   # later draws too: short and long problems mixed
+    # grouped: one length per batch, except where a draw's sorted problems cross from one length to the next
+    assert sum(s > 0 for s in grouped) <= 3
+    assert all(s > 0 for s in random_)                   # ungrouped, later draws too: lengths mixed
 
 
 def one_hot_copy(model, j):
@@ -278,7 +281,8 @@ def test_identity_terms_at_zero_are_the_standard_model_and_are_trained():
     plain = U.GPT(plain_cfg, len(L.Vocab(TINY.n_symbols)))
     ident = U.GPT(replace(TINY, identity=True, identity_init=0.0), len(L.Vocab(TINY.n_symbols)))
     missing = ident.load_state_dict(plain.state_dict(), strict=False).missing_keys
-    assert sorted(missing) == sorted(f'transformer.h.{i}.attn.id_{c}' for i in range(TINY.n_layer) for c in 'ab')
+    assert sorted(missing) == sorted(f'transformer.h.{i}.attn.id_{c}'
+                                     for i in range(TINY.n_layer) for c in 'ab')
     idx = torch.randint(0, 40, (2, 12))
     assert torch.allclose(plain(idx)[0], ident(idx)[0], atol=1e-5)
     model, _, _ = U.train(replace(TINY, identity=True, steps=30), log=lambda s: None)
@@ -292,10 +296,12 @@ def test_evaluation_splits_each_scenario_into_provable_and_unprovable(trained):
     acc = U.evaluate(model, vocab, sets)
     for s, problems in sets.items():
         ok = U.exact_match(model, *U.make_batch(problems, vocab))
-        T = [bool(o) for o, p in zip(ok, problems) if p.chain and p.chain[-1] == p.query]   # provable: derives the query
+        # provable: derives the query
+        T = [bool(o) for o, p in zip(ok, problems) if p.chain and p.chain[-1] == p.query]
         F = [bool(o) for o, p in zip(ok, problems) if not (p.chain and p.chain[-1] == p.query)]
         assert T and F
-        assert acc[s + '_T'] == pytest.approx(sum(T) / len(T)) and acc[s + '_F'] == pytest.approx(sum(F) / len(F))
+        assert acc[s + '_T'] == pytest.approx(sum(T) / len(T))
+        assert acc[s + '_F'] == pytest.approx(sum(F) / len(F))
         assert acc[s] == pytest.approx((sum(T) + sum(F)) / len(problems))
 
 
@@ -307,7 +313,8 @@ def test_embeddings_are_in_the_weight_decay_group_unless_frozen():
         assert decay['weight_decay'] == 0.1 and no_decay['weight_decay'] == 0.0
         ids = lambda g: {id(p) for p in g['params']}
         assert {id(w) for w in model.embeddings()} <= ids(decay)          # the lemma's mechanism
-        assert id(model.transformer.ln_f.weight) in ids(no_decay) and id(model.lm_head.weight) not in ids(no_decay)
+        assert id(model.transformer.ln_f.weight) in ids(no_decay)
+        assert id(model.lm_head.weight) not in ids(no_decay)
         model, opt = U.new_model(replace(cfg, freeze_emb=True), L.Vocab(cfg.n_symbols))
         assert not {id(w) for w in model.embeddings()} & (ids(opt.param_groups[0]) | ids(opt.param_groups[1]))
 
@@ -318,7 +325,8 @@ def test_lr_warms_up_then_decays_to_a_tenth():
     assert lrs[0] == pytest.approx(1e-3) and lrs[9] == pytest.approx(1e-2)      # linear warm-up
     assert lrs[10] == pytest.approx(1e-2) and lrs[60] == pytest.approx(0.55e-2)  # cosine: half-way
     assert all(a >= b for a, b in zip(lrs[10:], lrs[11:]))
-    assert U.get_lr(cfg, cfg.steps) == pytest.approx(1e-3) and U.get_lr(cfg, 10 * cfg.steps) == pytest.approx(1e-3)
+    assert U.get_lr(cfg, cfg.steps) == pytest.approx(1e-3)
+    assert U.get_lr(cfg, 10 * cfg.steps) == pytest.approx(1e-3)
 
 
 def test_command_line_defaults_are_configs_defaults_and_switches_set_one_thing():
@@ -327,7 +335,8 @@ def test_command_line_defaults_are_configs_defaults_and_switches_set_one_thing()
     assert cfg('--freeze-emb') == replace(U.Config(), freeze_emb=True)         # and no copy attention with it
     assert cfg('--untie-emb') == replace(U.Config(), tie_emb=False)
     assert cfg('--no-identity') == replace(U.Config(), identity=False)
-    assert cfg('--copy-attn', '--copy-form', 'pointer') == replace(U.Config(), copy_attn=True, copy_form='pointer')
+    assert cfg('--copy-attn', '--copy-form', 'pointer') == replace(U.Config(), copy_attn=True,
+                                                                   copy_form='pointer')
     assert U.Config().device in ('cpu', 'cuda', 'mps') and U.Config().precision in ('fp32', 'bf16')
 
 
@@ -345,7 +354,8 @@ def test_freezing_leaves_the_embeddings_bit_identical():
         model, _, _ = U.train(cfg, log=lambda s: None)
         assert all(torch.equal(a, b) for a, b in zip(before, model.embeddings()))
         # while the rest did train
-        assert not torch.equal(model.transformer.h[0].attn.c_attn.weight, start.transformer.h[0].attn.c_attn.weight)
+        attn, attn0 = model.transformer.h[0].attn, start.transformer.h[0].attn
+        assert not torch.equal(attn.c_attn.weight, attn0.c_attn.weight)
 
 
 def test_orthogonal_init_is_as_orthogonal_as_the_shape_allows():
@@ -564,8 +574,8 @@ def test_checkpoint_round_trip_and_ask(trained, capsys):
     (['--ask', 'x1 -> x2 . x1 . ? x2'], '--ask needs --ckpt'),
     (['--ask', 'x1 . ? x1', '--ckpt', 'no/such.pt'], 'no such file'),
     (['--device', 'tpu'], '--device tpu'),
-    pytest.param(['--device', 'cuda'], 'no CUDA device', marks=pytest.mark.skipif(torch.cuda.is_available(),
-                                                                              reason='this machine has CUDA')),
+    pytest.param(['--device', 'cuda'], 'no CUDA device',
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason='this machine has CUDA')),
     (['--out', 'README.md'], 'is a file'),
     (['--grid', '--freeze-emb', '--steps', '10'], 'cannot take --freeze-emb --steps'),
     (['--quick'], '--quick, --seeds and --resume go with --grid'),
@@ -600,8 +610,8 @@ def test_a_diverging_run_stops_with_one_line_and_saves_nothing(tmp_path, monkeyp
 def test_ctrl_c_stops_a_run_with_one_line_and_leaves_no_folder(tmp_path):
     out = tmp_path / 'run'
     env = {k: v for k, v in os.environ.items() if k != 'PYTHONUNBUFFERED'}
-    proc = subprocess.Popen([sys.executable, 'unseen.py', '--steps', '100000', '--eval-every', '20', '--eval-n', '10',
-                             '--n-embd', '32', '--n-layer', '1', '--out', str(out)],
+    proc = subprocess.Popen([sys.executable, 'unseen.py', '--steps', '100000', '--eval-every', '20',
+                             '--eval-n', '10', '--n-embd', '32', '--n-layer', '1', '--out', str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     timer = threading.Timer(60, proc.kill)
     timer.start()
@@ -612,7 +622,8 @@ def test_ctrl_c_stops_a_run_with_one_line_and_leaves_no_folder(tmp_path):
         _, err = proc.communicate()
     finally:
         timer.cancel()
-    assert proc.returncode == 1 and err.strip().splitlines() == ['error: interrupted (Ctrl-C); nothing was saved']
+    assert proc.returncode == 1
+    assert err.strip().splitlines() == ['error: interrupted (Ctrl-C); nothing was saved']
     assert not out.exists()
 
 
@@ -637,7 +648,8 @@ def test_ctrl_c_stops_a_grid_with_one_line_that_says_how_to_resume(tmp_path):
 def test_an_unwritable_output_folder_is_refused_before_training(tmp_path):
     blocker = tmp_path / 'a-file'
     blocker.write_text('')
-    r = run('unseen.py', '--steps', '5', '--out', str(blocker / 'run'))   # a folder inside a file: never writable
+    # a folder inside a file: never writable
+    r = run('unseen.py', '--steps', '5', '--out', str(blocker / 'run'))
     assert r.returncode == 1 and r.stderr.strip().splitlines() == [
         f'error: --out {blocker / "run"}: cannot write there (Not a directory)'] and 'step' not in r.stdout
 
@@ -655,9 +667,11 @@ def test_main_writes_checkpoint_plot_and_verdict(tmp_path):
 def test_progress_lines_reach_a_pipe_while_the_run_goes_on(tmp_path):
     """`python unseen.py | tee run.log` shows each line when it is printed, not at the end."""
     env = {k: v for k, v in os.environ.items() if k != 'PYTHONUNBUFFERED'}   # as on most machines
-    proc = subprocess.Popen([sys.executable, 'unseen.py', '--steps', '100000', '--eval-n', '10', '--n-embd', '32',
-                             '--n-layer', '1', '--out', str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env)
-    timer = threading.Timer(60, proc.kill)           # a buffered line would only come at the end: stop waiting
+    command = [sys.executable, 'unseen.py', '--steps', '100000', '--eval-n', '10', '--n-embd', '32',
+               '--n-layer', '1', '--out', str(tmp_path)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
+    # a buffered line would only come at the end: stop waiting
+    timer = threading.Timer(60, proc.kill)
     timer.start()
     try:
         first = proc.stdout.readline()               # blocks until a line arrives (or the run ends)
@@ -699,9 +713,9 @@ def test_precision_auto_only_picks_bf16_where_it_is_fast(monkeypatch):
 def test_grid_has_every_row_the_paper_table_needs():
     rows = dict(U.grid_rows(replace(U.Config(), **U.GRID)))
     K, N = U.GRID_FORGET_EVERY, U.GRID['steps'] // 2
-    for row in ['standard', 'no-identity', 'copy-attn', 'copy-pointer', 'freeze-emb', 'copy-attn + freeze-emb',
-                f'forget-every {K}', f'forget-every {K} + until {N}', f'copy-pointer + forget-every {K} + until {N}',
-                'untied']:
+    for row in ['standard', 'no-identity', 'copy-attn', 'copy-pointer', 'freeze-emb',
+                'copy-attn + freeze-emb', f'forget-every {K}', f'forget-every {K} + until {N}',
+                f'copy-pointer + forget-every {K} + until {N}', 'untied']:
         assert row in rows
     # each label says what its configuration is
     assert not rows['no-identity'].identity and rows['standard'].identity
@@ -725,7 +739,8 @@ def test_fine_tuning_starts_from_collapsed_fresh_or_copied_rows():
     assert torch.equal(m.lm_head.weight, w)
     m = U.set_unseen_rows(copy.deepcopy(model), vocab, 'fresh')
     assert U.mean_pairwise_cosine(m.lm_head.weight[unseen]) < 0.2
-    assert torch.allclose(m.lm_head.weight[unseen].norm(dim=1), w[seen].norm(dim=1).mean().expand(len(unseen)))
+    mean_norm = w[seen].norm(dim=1).mean()
+    assert torch.allclose(m.lm_head.weight[unseen].norm(dim=1), mean_norm.expand(len(unseen)))
     assert torch.equal(m.lm_head.weight[seen], w[seen])                  # only the unseen rows change
     m = U.set_unseen_rows(copy.deepcopy(model), vocab, 'copied')
     rows = {tuple(r.tolist()) for r in w[seen]}
@@ -750,7 +765,8 @@ def test_fine_tuning_trains_the_unfrozen_embeddings_on_unseen_names_only(monkeyp
     monkeypatch.setattr(U, 'evaluate', lambda m, *a: tuned.append(m) or {'all': 0.0})
     U.finetune(model, vocab, cfg, 'collapsed', max_steps=3, eval_every=3, target=1.01)
     tokens = set(torch.cat([x.flatten() for x in seen]).tolist())    # the batches it trained on:
-    assert len(seen) == 3 and tokens & set(vocab.unseen_ids) and not tokens & set(vocab.train_ids)   # unseen only
+    # unseen only
+    assert len(seen) == 3 and tokens & set(vocab.unseen_ids) and not tokens & set(vocab.train_ids)
     w = tuned[-1].lm_head.weight
     assert w.requires_grad and not torch.equal(w[vocab.unseen_ids], before[vocab.unseen_ids])
     assert model.lm_head.weight.requires_grad is False                  # the model passed in is left alone
@@ -759,7 +775,8 @@ def test_fine_tuning_trains_the_unfrozen_embeddings_on_unseen_names_only(monkeyp
 
 
 def test_grid_writes_table_figure_and_fine_tuning_contrast_and_resumes(tmp_path, monkeypatch, capsys):
-    tiny = dict(n_symbols=40, max_depth=2, steps=4, eval_every=4, eval_n=10, n_layer=1, n_embd=32, batch_size=8)
+    tiny = dict(n_symbols=40, max_depth=2, steps=4, eval_every=4, eval_n=10, n_layer=1, n_embd=32,
+                batch_size=8)
     monkeypatch.setattr(U, 'GRID', tiny)
     monkeypatch.setattr(U, 'GRID_DIVERSITY', (20, 60))
     monkeypatch.setattr(U, 'GRID_FT', (4, 2))
@@ -769,7 +786,8 @@ def test_grid_writes_table_figure_and_fine_tuning_contrast_and_resumes(tmp_path,
     assert len(rows) == 1 + len(U.grid_rows(replace(U.Config(), **tiny))) + 1 + 3   # two tables with headers
     assert '| freeze-emb, 60 symbols |' in table and '(' in rows[1]       # mean (min-max) of 2 seeds
     data = json.loads((tmp_path / 'grid.json').read_text())
-    for r in data['results']:                        # each scenario split into provable and unprovable problems
+    # each scenario split into provable and unprovable problems
+    for r in data['results']:
         assert all(0 <= r[k] <= 1 for k in U.accuracy_keys())
     assert all(f'| {start} |' in table for start in ('collapsed', 'fresh', 'copied'))
     data = json.loads((tmp_path / 'grid.json').read_text())
@@ -793,7 +811,8 @@ def test_bench_times_every_lever_and_reports_it_against_the_first(monkeypatch):
 
     def fake(cfg, steps, group=True, threads=None):      # known speeds: 100 tokens/s per precision level
         calls.append((cfg.precision, cfg.batch_size, group))
-        return {'fp32': 100, 'bf16': 150}[cfg.precision] * (2 if cfg.batch_size == 16 else 1) * (group + 1), 1.0
+        speed = {'fp32': 100, 'bf16': 150}[cfg.precision] * (2 if cfg.batch_size == 16 else 1) * (group + 1)
+        return speed, 1.0
     class Pool:                                          # side by side, but in this process
         def __init__(self, n, **kw):
             pass
@@ -843,7 +862,8 @@ def test_theory_demo_default_run_says_collapse_with_decay_and_not_without(tmp_pa
 def test_lemma_bound_on_one_hand_worked_step():
     # one feature h = (1, 0) of class 0; unseen rows u1 = (1, 0), u2 = (0, 1); eta 0.5, lambda 0.1
     # logits (0, 1, 0): p = (1, e, 1) / (2 + e) = (.21194, .57612, .21194)
-    # u1' = .95 (1, 0) - .5 * .57612 (1, 0) = (.66194, 0);  u2' = .95 (0, 1) - .5 * .21194 (1, 0) = (-.10597, .95)
+    # u1' = .95 (1, 0) - .5 * .57612 (1, 0) = (.66194, 0)
+    # u2' = .95 (0, 1) - .5 * .21194 (1, 0) = (-.10597, .95)
     # ratio = |(.76791, -.95)| / |(1, -1)| = 1.22155 / 1.41421 = .86377
     # bound = |1 - .5 * .1| + .5 * 1^2 * .57612 = 1.23806
     U0 = [[0, 0], [1, 0], [0, 1]]
@@ -871,8 +891,9 @@ def test_safetensors_reader_float32_bfloat16_and_sharded(tmp_path):
     write_safetensors(tmp_path / 'a.safetensors', {'bias': ('F32', (3,), np.ones(3, '<f4').tobytes()),
                                                    'model.embed_tokens.weight': ('BF16', E.shape, bf16)})
     assert np.array_equal(TD.read_tensor(tmp_path / 'a.safetensors', 'model.embed_tokens.weight'), E)
-    write_safetensors(tmp_path / 'b.safetensors', {'embeddings.word_embeddings.weight': ('F32', E.shape, E.astype('<f4').tobytes()),
-                                                   'half': ('F16', (3,), np.array([1, 2, 3], '<f2').tobytes())})
+    write_safetensors(tmp_path / 'b.safetensors',
+                      {'embeddings.word_embeddings.weight': ('F32', E.shape, E.astype('<f4').tobytes()),
+                       'half': ('F16', (3,), np.array([1, 2, 3], '<f2').tobytes())})
     assert np.array_equal(TD.read_tensor(tmp_path / 'b.safetensors', 'embeddings.word_embeddings.weight'), E)
     assert TD.read_tensor(tmp_path / 'b.safetensors', 'half').tolist() == [1, 2, 3]
     (tmp_path / 'model.safetensors.index.json').write_text(json.dumps({'weight_map': {
@@ -900,7 +921,8 @@ def test_checkpoint_inspection_reports_and_complains(tmp_path):
     assert r.returncode == 1 and 'does not exist' in r.stderr and 'Traceback' not in r.stderr
     write_safetensors(tmp_path / 'model.safetensors', {'bias': ('F32', (3,), np.ones(3, '<f4').tobytes())})
     r = run('theory_demo.py', '--checkpoint', str(tmp_path))
-    assert r.returncode == 1 and 'no token-embedding matrix' in r.stderr and '*embed_tokens.weight' in r.stderr
+    assert r.returncode == 1 and 'no token-embedding matrix' in r.stderr
+    assert '*embed_tokens.weight' in r.stderr
     (tmp_path / 'model.safetensors').unlink()
     r = run('theory_demo.py', '--checkpoint', str(tmp_path))
     assert r.returncode == 1 and 'no model.safetensors' in r.stderr
@@ -914,7 +936,8 @@ def test_checkpoint_reader_names_the_file_and_what_is_wrong(tmp_path):
 
     def complaint():
         r = run('theory_demo.py', '--checkpoint', str(tmp_path), '--out', str(tmp_path))
-        assert r.returncode == 1 and 'Traceback' not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert r.returncode == 1 and 'Traceback' not in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
         return r.stderr
     st.write_bytes(b'\x05\x00')                                           # shorter than the header length
     assert f'{st}: 2 bytes, shorter than a safetensors header' in complaint()
@@ -966,7 +989,8 @@ def test_zero_rows_and_a_single_reserved_token_are_reported_not_as_a_cosine(tmp_
 def planted_checkpoint(path, dtype, tied, V=400, width=64, seed=0):
     """A checkpoint whose never-trained rows are known: 15 of V tokens (10 named [unusedN], 5 ordinary
     names) have unembedding rows collapsed onto one vector; every other row is random. Untied: the input
-    rows of the 15 are smaller (never a gradient, only decay) but spread; the unembedding is lm_head.weight."""
+    rows of the 15 are smaller (never a gradient, only decay) but spread; the unembedding is
+    lm_head.weight."""
     rng = np.random.default_rng(seed)
     planted = np.sort(rng.choice(V, 15, replace=False))
     W = rng.normal(size=(V, width)).astype(np.float32)
@@ -995,11 +1019,13 @@ def test_cluster_finder_finds_exactly_the_planted_never_trained_rows(tmp_path, d
     out = capsys.readouterr().out
     assert ('untied: lm_head.weight' in out) != tied
     assert '15 tokens (3.75% of 400) are in it; 10 of them are reserved tokens (10 of the 10' in out
-    rows = [line.split('\t') for line in (tmp_path / 'out' / 'token_ranking.tsv').read_text().splitlines()[1:]]
+    ranking = (tmp_path / 'out' / 'token_ranking.tsv').read_text().splitlines()[1:]
+    rows = [line.split('\t') for line in ranking]
     assert len(rows) == 400 and sorted(int(r[1]) for r in rows if r[4] == '1') == planted.tolist()
     assert sorted(int(r[1]) for r in rows[:15]) == planted.tolist()      # ranked first, too
     others = (tmp_path / 'out' / 'cluster_other_tokens.txt').read_text().splitlines()
-    assert sorted(json.loads(line.split('\t')[1]) for line in others) == sorted(names[i] for i in planted[10:])
+    listed = sorted(json.loads(line.split('\t')[1]) for line in others)
+    assert listed == sorted(names[i] for i in planted[10:])
     if not tied:
         assert 'input-row norm (untied): median' in out
     assert (tmp_path / 'out' / 'unused_tokens.png').is_file()
@@ -1016,7 +1042,9 @@ def test_cluster_finder_on_rows_with_no_cluster_and_unreachable_pieces(tmp_path,
            [True, True, False, False, False, True]
 
 
-@pytest.mark.parametrize('args', [['--eta', 'nan'], ['--lam', 'inf'], ['--r', '-1'], ['--steps', '100000000']])
+@pytest.mark.parametrize('args', [['--eta', 'nan'], ['--lam', 'inf'], ['--r', '-1'],
+                                  ['--steps', '100000000']])
 def test_theory_demo_refuses_numbers_that_measure_nothing(args):
     r = run('theory_demo.py', *args)
-    assert r.returncode == 2 and 'Traceback' not in r.stderr and 'must be' in r.stderr.strip().splitlines()[-1]
+    assert r.returncode == 2 and 'Traceback' not in r.stderr
+    assert 'must be' in r.stderr.strip().splitlines()[-1]
