@@ -721,9 +721,8 @@ def test_grid_has_every_row_the_paper_table_needs():
     assert not rows['no-identity'].identity and rows['standard'].identity
     assert rows['copy-pointer'].copy_attn and rows['copy-pointer'].copy_form == 'pointer'
     assert rows[f'forget-every {K} + until {N}'].forget_until == N and not rows['untied'].tie_emb
-    for model in ('freeze-emb',):                           # the diversity sweep: >= 2 pool sizes
-        sizes = [U.GRID['n_symbols']] + [n for n in U.GRID_DIVERSITY if f'{model}, {n} symbols' in rows]
-        assert len(set(sizes)) >= 2 and all(rows[f'{model}, {n} symbols'].n_symbols == n for n in sizes[1:])
+    few = rows[f'freeze-emb, {U.GRID_FEW_SYMBOLS} symbols']           # the diversity contrast
+    assert few.freeze_emb and few.n_symbols == U.GRID_FEW_SYMBOLS != U.GRID['n_symbols']
 
 
 def test_fine_tuning_starts_from_collapsed_fresh_or_copied_rows():
@@ -778,13 +777,13 @@ def test_grid_writes_table_figure_and_fine_tuning_contrast_and_resumes(tmp_path,
     tiny = dict(n_symbols=40, max_depth=2, steps=4, eval_every=4, eval_n=10, n_layer=1, n_embd=32,
                 batch_size=8)
     monkeypatch.setattr(U, 'GRID', tiny)
-    monkeypatch.setattr(U, 'GRID_DIVERSITY', (20, 60))
+    monkeypatch.setattr(U, 'GRID_FEW_SYMBOLS', 20)
     monkeypatch.setattr(U, 'GRID_FT', (4, 2))
     U.main(['--grid', '--out', str(tmp_path), '--precision', 'fp32'])
     table = (tmp_path / 'grid.md').read_text()
     rows = [line for line in table.splitlines() if line.startswith('| ') and '---' not in line]
     assert len(rows) == 1 + len(U.grid_rows(replace(U.Config(), **tiny))) + 1 + 3   # two tables with headers
-    assert '| freeze-emb, 60 symbols |' in table and '(' in rows[1]       # mean (min-max) of 2 seeds
+    assert '| freeze-emb, 20 symbols |' in table and '(' in rows[1]       # mean (min-max) of 2 seeds
     data = json.loads((tmp_path / 'grid.json').read_text())
     # each scenario split into provable and unprovable problems
     for r in data['results']:

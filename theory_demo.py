@@ -409,7 +409,7 @@ def inspect_checkpoint(args):
         print(f"  no two rows of the {'unembedding' if untied else 'embedding'} have a centred cosine above "
               f"{args.tight}: no collapsed cluster")
         return
-    report_cluster(found, unused, vocab, untied and E, args)
+    report_cluster(found, unused, vocab, E if untied else None, args)
 
 
 def reserved_tokens(E, unused, vocab, seed):
