@@ -414,7 +414,7 @@ def inspect_checkpoint(args):
 
 def reserved_tokens(E, unused, vocab, seed):
     """Part 2 as the paper does it: the reserved tokens' rows against as many random ordinary rows.
-    Returns (their pairwise cosines, the ordinary ones') for the plot, or None."""
+    Returns (their pairwise cosines, the ordinary ones', how many of each) for the plot, or None."""
     special = re.compile(r'^(\[.*\]|<.*>)$')
     ordinary = [i for t, i in vocab.items() if not special.match(t) and i < len(E)]
     rng = np.random.default_rng(seed)
@@ -430,7 +430,7 @@ def reserved_tokens(E, unused, vocab, seed):
     cos_unused, cos_ordinary = pairwise_cosines(E[unused]), pairwise_cosines(E[sample])
     print(f"  {len(unused)} unused tokens:          mean pairwise cosine {cos_unused.mean():.3f}")
     print(f"  {len(sample)} random ordinary tokens: mean pairwise cosine {cos_ordinary.mean():.3f}")
-    return cos_unused, cos_ordinary
+    return cos_unused, cos_ordinary, len(unused), len(sample)
 
 
 def report_cluster(found, unused, vocab, E_in, args):
@@ -480,23 +480,18 @@ def report_cluster(found, unused, vocab, E_in, args):
           f"  the other tokens in the cluster: {others}")
 
 
-def n_tokens(pairs):
-    """How many rows n gave these n (n - 1) / 2 pairwise cosines."""
-    return int(np.sqrt(2 * len(pairs))) + 1
-
-
 def plot_unused(pairs, found, unused, args, path):
     """Left: pairwise cosines of the reserved tokens against ordinary ones. Right: every token's cosine
     to the cluster's centre, reserved tokens in their own colour."""
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(13, 4))
     if pairs is not None:
-        cos_unused, cos_ordinary = pairs
+        cos_unused, cos_ordinary, n_unused, n_ordinary = pairs
         bins = np.linspace(-0.5, 1, 76)
         axes[0].hist(cos_ordinary, bins=bins, alpha=0.6, density=True,
-                     label=f'{n_tokens(cos_ordinary)} ordinary tokens (mean {cos_ordinary.mean():.2f})')
+                     label=f'{n_ordinary} ordinary tokens (mean {cos_ordinary.mean():.2f})')
         axes[0].hist(cos_unused, bins=bins, alpha=0.6, density=True,
-                     label=f'{n_tokens(cos_unused)} unused tokens (mean {cos_unused.mean():.2f})')
+                     label=f'{n_unused} unused tokens (mean {cos_unused.mean():.2f})')
         axes[0].legend()
     axes[0].set(xlabel='pairwise cosine similarity of input embeddings', ylabel='density',
                 title='reserved tokens' if pairs is not None else 'no reserved tokens to compare')
