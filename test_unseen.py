@@ -1030,6 +1030,17 @@ def test_cluster_finder_finds_exactly_the_planted_never_trained_rows(tmp_path, d
     assert (tmp_path / 'out' / 'unused_tokens.png').is_file()
 
 
+def test_checkpoint_report_stops_quietly_when_its_reader_goes(tmp_path):
+    planted_checkpoint(tmp_path, 'F32', True, V=20000)    # large: the report comes well after line 1
+    env = {**os.environ, 'PYTHONUNBUFFERED': '1'}           # each line written as printed, as in a terminal
+    command = [sys.executable, 'theory_demo.py', '--checkpoint', str(tmp_path), '--out', str(tmp_path / 'out')]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout.readline().startswith(str(tmp_path))             # `| head -1`: read one line, go
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 0 and err == ''
+
+
 def test_cluster_finder_on_rows_with_no_cluster_and_unreachable_pieces(tmp_path, capsys):
     rng = np.random.default_rng(1)
     assert TD.find_cluster(rng.normal(size=(300, 64))) is None        # random rows: nothing to find

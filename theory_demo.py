@@ -558,6 +558,8 @@ def main(argv=None):
     if args.checkpoint:
         try:
             inspect_checkpoint(args)
+        except BrokenPipeError:
+            raise
         except (OSError, ValueError, KeyError) as e:
             sys.exit(f"error: {e}")
     else:
@@ -565,4 +567,7 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    try:
+        main()
+    except BrokenPipeError:   # `| head`: the reader has gone; stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
