@@ -1033,7 +1033,8 @@ def test_cluster_finder_finds_exactly_the_planted_never_trained_rows(tmp_path, d
 def test_checkpoint_report_stops_quietly_when_its_reader_goes(tmp_path):
     planted_checkpoint(tmp_path, 'F32', True, V=20000)    # large: the report comes well after line 1
     env = {**os.environ, 'PYTHONUNBUFFERED': '1'}           # each line written as printed, as in a terminal
-    command = [sys.executable, 'theory_demo.py', '--checkpoint', str(tmp_path), '--out', str(tmp_path / 'out')]
+    command = [sys.executable, 'theory_demo.py', '--checkpoint', str(tmp_path),
+               '--out', str(tmp_path / 'out')]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     assert proc.stdout.readline().startswith(str(tmp_path))             # `| head -1`: read one line, go
     proc.stdout.close()
