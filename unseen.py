@@ -365,8 +365,10 @@ def eval_sets(cfg, vocab):
 def target_hits(model, x, y):
     """(B, T): teacher-forced, is the argmax given the correct prefix the target token? (True on the
     prompt, which has no target.)"""
-    logits, _ = model(x)
-    return (logits.argmax(-1) == y) | (y == -1)
+    logits, _ = model(x, y)                     # (N, V): logits at the N target positions only (fast)
+    hits = torch.ones_like(y, dtype=torch.bool)
+    hits[y != -1] = logits.argmax(-1) == y[y != -1]
+    return hits
 
 
 def exact_match(model, x, y):
