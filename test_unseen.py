@@ -260,7 +260,7 @@ def test_pointer_copy_emits_a_token_whose_row_equals_anothers():
 def test_identity_terms_match_and_copy_with_no_learned_weights():
     """With W_Q = W_K = W_V = W_O = 0, a head with a = b = 1 still attends to the tokens equal to the
     current one and passes them on: the match-and-copy the standard model must otherwise learn."""
-    cfg = replace(TINY, identity=True, identity_init=1.0)
+    cfg = replace(TINY, identity=True, identity_a=1.0, identity_b=1.0)
     attn = U.CausalSelfAttention(cfg)
     for w in (attn.c_attn.weight, attn.c_attn.bias, attn.c_proj.weight, attn.c_proj.bias):
         w.data.zero_()
@@ -279,15 +279,20 @@ def test_identity_terms_at_zero_are_the_standard_model_and_are_trained():
     plain_cfg = replace(TINY, identity=False)
     torch.manual_seed(0)
     plain = U.GPT(plain_cfg, len(L.Vocab(TINY.n_symbols)))
-    ident = U.GPT(replace(TINY, identity=True, identity_init=0.0), len(L.Vocab(TINY.n_symbols)))
+    ident = U.GPT(replace(TINY, identity=True, identity_a=0.0, identity_b=0.0),
+                  len(L.Vocab(TINY.n_symbols)))
     missing = ident.load_state_dict(plain.state_dict(), strict=False).missing_keys
     assert sorted(missing) == sorted(f'transformer.h.{i}.attn.id_{c}'
                                      for i in range(TINY.n_layer) for c in 'ab')
     idx = torch.randint(0, 40, (2, 12))
     assert torch.allclose(plain(idx)[0], ident(idx)[0], atol=1e-5)
     model, _, _ = U.train(replace(TINY, identity=True, steps=30), log=lambda s: None)
-    a = model.transformer.h[0].attn.id_a
-    assert a.shape == (TINY.n_head,) and not torch.equal(a, torch.ones(TINY.n_head))   # trained away from 1
+    a, b = model.transformer.h[0].attn.id_a, model.transformer.h[0].attn.id_b
+    assert a.shape == b.shape == (TINY.n_head,)
+    assert not torch.equal(a, torch.ones(TINY.n_head))                     # both trained away from the start
+    assert not torch.equal(b, torch.zeros(TINY.n_head))
+    fresh = U.GPT(U.Config(), 20).transformer.h[0].attn      # the defaults: match (a = 1), no copy (b = 0)
+    assert torch.equal(fresh.id_a, torch.ones(4)) and torch.equal(fresh.id_b, torch.zeros(4))
 
 
 def test_evaluation_splits_each_scenario_into_provable_and_unprovable(trained):
@@ -590,7 +595,8 @@ def test_checkpoint_round_trip_and_ask(trained, capsys):
     (['--emb-norm', '0'], '--emb-norm 0.0: must be'),
     (['--n-embd', '1000000'], '--n-embd 1000000: at most 2048'),
     (['--copy-form', 'pointer'], '--copy-form goes with --copy-attn'),
-    (['--no-identity', '--identity-init', '0.5'], '--identity-init goes with --identity'),
+    (['--no-identity', '--identity-a', '0.5'], '--identity-a goes with --identity'),
+    (['--no-identity', '--identity-b', '1'], '--identity-b goes with --identity'),
 ])
 def test_bad_cli_input_exits_with_a_clear_message(args, complaint):
     r = run('unseen.py', *args)

@@ -15,9 +15,9 @@ tied embeddings, the unseen tokens then also look alike on the input side.
 
 Deviations from a textbook GPT (nanoGPT), all behind switches:
   identity terms  on by default (--no-identity: off). Boix-Adsera et al. 2024's a_h I in every head's
-                  scores and b_h I in its values: the same function class, but the textbook model
-                  learns only a fifth of this task in the demo's budget, and with them all of it
-                  (README, "Why the standard model did not learn"). So "standard" here means these.
+                  scores and b_h I in its values (a = 1, b = 0 at the start): the same function class,
+                  but the textbook model learns only a fifth of this task in the demo's budget, and with
+                  them all of it (README, appendix A). So "standard" here means these.
   --copy-attn     an extra attention layer that copies raw input tokens: --copy-form residual adds
                   the attended embeddings X W_E to the residual stream, pointer adds copy logits
   --untie-emb     separate input embedding and unembedding (tied by default, as in GPT-2)
@@ -68,7 +68,9 @@ class Config:
     copy_form: str = 'residual'  # 'residual': adds att @ X W_E to the residual; 'pointer': adds copy logits
     identity: bool = True      # Boix-Adsera et al.'s identity terms in every attention head (a_h I, b_h I):
                                # the same function class, but without them the model barely learns the task
-    identity_init: float = 1.0   # a_h = b_h = this at the start (trained)
+    identity_a: float = 1.0    # a_h at the start (trained): each head starts out matching equal tokens
+    identity_b: float = 0.0    # b_h at the start (trained): 0, since b = 1 (a copy of the matched tokens
+                               # into the same subspace) makes the task a long plateau (README, appendix A)
     tie_emb: bool = True       # unembedding = input embedding (GPT-2 style)
     emb_norm: float = 1.0      # (un)embedding rows start orthogonal with this mean norm
     # the paper's interventions on the (un)embeddings
@@ -76,7 +78,7 @@ class Config:
     forget_every: int = 0      # re-init (un)embeddings + their AdamW state every K steps (0: never)
     forget_until: int = 0      # stop forgetting after this step (0: forget all through training)
     # optimisation: AdamW, weight decay on the (un)embeddings too -- in Lemma 4.1 it drives the collapse
-    steps: int = 9000
+    steps: int = 6000
     batch_size: int = 64
     lr: float = 4e-3
     weight_decay: float = 0.1
@@ -115,8 +117,10 @@ def causal_softmax(att):
 class CausalSelfAttention(nn.Module):
     """nanoGPT's attention, plus (with cfg.identity) Boix-Adsera et al.'s identity terms: each head h gets
     W_Q W_K^T + a_h I in its scores and W_V W_O + b_h I in its output. The same function class (still a
-    bilinear form and a linear map), a different starting point: at a = b = 1 a head already matches a
-    token with its equals and passes it on, which the standard model must otherwise learn from scratch."""
+    bilinear form and a linear map), a different starting point: at a = 1 a head already attends to the
+    tokens equal to the current one, which the standard model must otherwise learn from scratch. (b = 1
+    would also pass them on, into the very subspace the token itself lives in; that starts the model on a
+    long plateau, so b starts at 0 and is learned.)"""
 
     def __init__(self, cfg):
         super().__init__()
@@ -125,9 +129,8 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
         self.identity = cfg.identity
         if cfg.identity:
-            # + a_h <x_s, x_t> / sqrt(C)
-            self.id_a = nn.Parameter(torch.full((cfg.n_head,), cfg.identity_init))
-            self.id_b = nn.Parameter(torch.full((cfg.n_head,), cfg.identity_init))   # + b_h att_h @ x
+            self.id_a = nn.Parameter(torch.full((cfg.n_head,), cfg.identity_a))   # + a_h <x_s, x_t> / sqrt(C)
+            self.id_b = nn.Parameter(torch.full((cfg.n_head,), cfg.identity_b))   # + b_h att_h @ x
 
     def forward(self, x):
         B, T, C = x.size()
@@ -593,8 +596,8 @@ def main(argv=None):
     print(f"model: {name} ({n_params / 1e3:.0f}k parameters); {cfg.steps} steps on {cfg.device} in "
           f"{cfg.precision}, {cfg.n_symbols} training symbols, 100 unseen; writing to {out}")
     why = (f"the identity terms (Boix-Adsera et al.) add a_h I to every head's scores and b_h I to its\n"
-           f"       values, a = b = {cfg.identity_init:g} at the start: the same function class, easier to "
-           "learn (--no-identity: the textbook form)" if cfg.identity
+           f"       values, a = {cfg.identity_a:g}, b = {cfg.identity_b:g} at the start: the same function "
+           "class, easier to learn (--no-identity: the textbook form)" if cfg.identity
            else "the textbook attention, slow to learn this task")
     print(f"       {terms(cfg)}; {why}")
     t0 = time.time()
@@ -1133,7 +1136,8 @@ def parse_args(argv=None):
       "raw embeddings to the residual stream; pointer: add copy logits for the attended tokens' ids")
     a('--identity', action=argparse.BooleanOptionalAction, default=d.identity,
       help="Boix-Adsera et al.'s identity terms (a_h I, b_h I) in every attention head")
-    a('--identity-init', type=float, default=d.identity_init, help='a_h = b_h at the start')
+    a('--identity-a', type=float, default=d.identity_a, help="a_h at the start (match equal tokens)")
+    a('--identity-b', type=float, default=d.identity_b, help='b_h at the start (copy the matched tokens)')
     a('--emb-norm', type=float, default=d.emb_norm, help='mean row norm of the orthogonal (un)embeddings')
     a('--freeze-emb', action='store_true', help='orthogonal (un)embeddings, never updated')
     a('--untie-emb', action='store_true', help='separate input embedding and unembedding')
@@ -1177,7 +1181,8 @@ def parse_args(argv=None):
     on_bench = given(('unseen', 'steps', 'eval_every', 'eval_n', 'precision', 'out', 'ask', 'ckpt'))
     on_ckpt = given(k for k in vars(args) if k not in ('ckpt', 'ask', 'unseen', 'device'))
     open_low = ('lr', 'emb_norm')   # a zero lr or norm trains nothing; nan and inf fail every comparison
-    ranges = (('lr', 0, 1), ('weight_decay', 0, 10), ('identity_init', -100, 100), ('emb_norm', 0, 100))
+    ranges = (('lr', 0, 1), ('weight_decay', 0, 10), ('identity_a', -100, 100), ('identity_b', -100, 100),
+              ('emb_norm', 0, 100))
     highs = (('n_symbols', 100_000), ('n_embd', 2048), ('n_layer', 48), ('batch_size', 4096),
              ('eval_n', 20_000), ('steps', 10_000_000))
     mps = getattr(torch.backends, 'mps', None) and torch.backends.mps.is_available()
@@ -1213,8 +1218,9 @@ def parse_args(argv=None):
         (args.freeze_emb and args.forget_every,
          '--freeze-emb and --forget-every contradict each other: frozen embeddings are never reset'),
         (args.copy_form != d.copy_form and not args.copy_attn, '--copy-form goes with --copy-attn'),
-        (args.identity_init != d.identity_init and not args.identity,
-         "--identity-init goes with --identity (it is the identity terms' starting value)"),
+        *[(getattr(args, k) != getattr(d, k) and not args.identity,
+           f"{flag(k)} goes with --identity (it is the identity terms' starting value)")
+          for k in ('identity_a', 'identity_b')],
         (args.forget_until and not args.forget_every, '--forget-until needs --forget-every K'),
         (args.device not in ('auto', 'cpu', 'cuda', 'mps') and not args.device.startswith('cuda:'),
          f"--device {args.device}: choose auto, cpu, cuda or mps"),
