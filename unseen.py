@@ -78,7 +78,7 @@ class Config:
     forget_every: int = 0      # re-init (un)embeddings + their AdamW state every K steps (0: never)
     forget_until: int = 0      # stop forgetting after this step (0: forget all through training)
     # optimisation: AdamW, weight decay on the (un)embeddings too -- in Lemma 4.1 it drives the collapse
-    steps: int = 6000
+    steps: int = 8000
     batch_size: int = 64
     lr: float = 4e-3
     weight_decay: float = 0.1
