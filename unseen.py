@@ -69,8 +69,8 @@ class Config:
     identity: bool = True      # Boix-Adsera et al.'s identity terms in every attention head (a_h I, b_h I):
                                # the same function class, but without them the model barely learns the task
     identity_a: float = 1.0    # a_h at the start (trained): each head starts out matching equal tokens
-    identity_b: float = 0.0    # b_h at the start (trained): 0, since b = 1 (a copy of the matched tokens
-                               # into the same subspace) makes the task a long plateau (README, appendix A)
+    identity_b: float = 0.0    # b_h at the start (trained): 0, since with b = 1 (a copy of the matched
+                               # tokens into the same subspace) training sat longer on a plateau (README A)
     tie_emb: bool = True       # unembedding = input embedding (GPT-2 style)
     emb_norm: float = 1.0      # (un)embedding rows start orthogonal with this mean norm
     # the paper's interventions on the (un)embeddings
@@ -119,8 +119,8 @@ class CausalSelfAttention(nn.Module):
     W_Q W_K^T + a_h I in its scores and W_V W_O + b_h I in its output. The same function class (still a
     bilinear form and a linear map), a different starting point: at a = 1 a head already attends to the
     tokens equal to the current one, which the standard model must otherwise learn from scratch. (b = 1
-    would also pass them on, into the very subspace the token itself lives in; that starts the model on a
-    long plateau, so b starts at 0 and is learned.)"""
+    would also pass them on, into the very subspace the token itself lives in; in our probes that kept
+    training on its plateau longer, so b starts at 0 and is learned.)"""
 
     def __init__(self, cfg):
         super().__init__()
@@ -308,7 +308,7 @@ def make_optimizer(model, cfg):
     no_decay = [p for p in params if p.dim() < 2]     # biases and LayerNorm gains
     return torch.optim.AdamW([{'params': decay, 'weight_decay': cfg.weight_decay},
                               {'params': no_decay, 'weight_decay': 0.0}], lr=cfg.lr, betas=(0.9, 0.99),
-                             fused=cfg.device in ('cpu', 'cuda'))   # one kernel for all: ~2 ms less a step
+                             fused=cfg.device in ('cpu', 'cuda'))   # one kernel for all: ~3 ms less a step
 
 
 def get_lr(cfg, step):
@@ -342,7 +342,7 @@ def batches(rng, cfg, vocab, ahead=8, group=True, names=None):
     """Endless training batches. Names come from the training pool only (unless `names` says otherwise:
     the fine-tuning contrast): unseen symbols never appear. Problems are drawn `ahead` batches at a time
     and grouped by length, so that a batch pads only to its own longest sequence (about a fifth fewer
-    padding tokens than random batches; --bench shows that this buys little speed on a CPU)."""
+    padding tokens than random batches; --bench: about a tenth more speed on a CPU)."""
     names = names or vocab.train_names
     while True:
         seqs = [vocab.encode(L.generate(rng, cfg.gen(), names)) for _ in range(ahead * cfg.batch_size)]
