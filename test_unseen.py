@@ -292,7 +292,8 @@ def test_identity_terms_at_zero_are_the_standard_model_and_are_trained():
     assert not torch.equal(a, torch.ones(TINY.n_head))                     # both trained away from the start
     assert not torch.equal(b, torch.zeros(TINY.n_head))
     fresh = U.GPT(U.Config(), 20).transformer.h[0].attn      # the defaults: match (a = 1), no copy (b = 0)
-    assert torch.equal(fresh.id_a, torch.ones(4)) and torch.equal(fresh.id_b, torch.zeros(4))
+    n = U.Config().n_head
+    assert torch.equal(fresh.id_a, torch.ones(n)) and torch.equal(fresh.id_b, torch.zeros(n))
 
 
 def test_evaluation_splits_each_scenario_into_provable_and_unprovable(trained):
@@ -769,8 +770,7 @@ def test_fine_tuning_trains_the_unfrozen_embeddings_on_unseen_names_only(monkeyp
     tuned = []
     monkeypatch.setattr(U, 'evaluate', lambda m, *a: tuned.append(m) or {'all': 0.0})
     U.finetune(model, vocab, cfg, 'collapsed', max_steps=3, eval_every=3, target=1.01)
-    tokens = set(torch.cat([x.flatten() for x in seen]).tolist())    # the batches it trained on:
-    # unseen only
+    tokens = set(torch.cat([x.flatten() for x in seen]).tolist())    # the batches it trained on
     assert len(seen) == 3 and tokens & set(vocab.unseen_ids) and not tokens & set(vocab.train_ids)
     w = tuned[-1].lm_head.weight
     assert w.requires_grad and not torch.equal(w[vocab.unseen_ids], before[vocab.unseen_ids])

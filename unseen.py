@@ -29,7 +29,7 @@ attention's form (one head, no output projection), the orthogonal init scale, th
 
 Read it top to bottom: config, model, the paper's switches, data, evaluation, training, main(). After
 main() an appendix holds what surrounds the demo: the mistakes a run prints, --ckpt and --ask, the
-fine-tuning contrast, --grid (the paper's table, ~28 min), --bench, and the command line.
+fine-tuning contrast, --grid (the paper's table, ~20 min), --bench, and the command line.
 """
 
 import argparse
@@ -368,9 +368,10 @@ def eval_sets(cfg, vocab):
 def target_hits(model, x, y):
     """(B, T): teacher-forced, is the argmax given the correct prefix the target token? (True on the
     prompt, which has no target.)"""
+    target = y != -1
     logits, _ = model(x, y)                     # (N, V): logits at the N target positions only (fast)
-    hits = torch.ones_like(y, dtype=torch.bool)
-    hits[y != -1] = logits.argmax(-1) == y[y != -1]
+    hits = torch.ones_like(target)
+    hits[target] = logits.argmax(-1) == y[target]
     return hits
 
 
@@ -843,7 +844,7 @@ def finetune_plot(ft, path):
 # one common setting for every row: the demo's model and symbol pool on shallower problems (depth 1-2) and
 # 3000 steps, so that 2 seeds of every row fit in half an hour on 2 CPU cores (the standard model's seed 0
 # solves 99% of them in training symbols by then, seed 1 69%: README); --quick is for a class: one seed,
-# 1200 steps, most rows still learning (about 5.5 minutes)
+# 1200 steps, most rows still learning (about 5 minutes)
 GRID = dict(n_symbols=5000, max_depth=2, steps=3000, eval_every=1000, eval_n=500)
 GRID_QUICK = dict(n_symbols=5000, max_depth=2, steps=1200, eval_every=600, eval_n=300)
 GRID_FORGET_EVERY = 100                          # forget-until stops resetting halfway through
@@ -1165,8 +1166,8 @@ def parse_args(argv=None):
       'scenarios (mistakes shown for --unseen), or solve one problem with --ask')
     a('--grid', action='store_true', help="train every configuration of the paper's table (2 seeds each) and "
       'run the fine-tuning contrast; writes grid.md, grid.json, grid.png, finetune.png '
-      '(~28 min on 2 CPU cores)')
-    a('--quick', action='store_true', help='with --grid: one seed, fewer steps (about 6 min)')
+      '(~20 min on 2 CPU cores)')
+    a('--quick', action='store_true', help='with --grid: one seed, fewer steps (about 5 min)')
     a('--seeds', type=int, default=None, help='with --grid: seeds per row (default 2, 1 with --quick)')
     a('--resume', metavar='DIR', help='with --grid: finish an interrupted grid in DIR (same --quick and '
       '--seeds), training only the runs it does not have yet')
