@@ -18,9 +18,9 @@ import torch
 import logic_data as L
 import unseen as U
 
-# a small, fast configuration for training-based tests
+# a small, fast configuration for training-based tests (every depth from the start: no curriculum)
 TINY = U.Config(n_symbols=40, n_layer=2, n_head=2, n_embd=32, batch_size=32, steps=40, warmup=5,
-                eval_every=1000, eval_n=50, max_depth=2, precision='fp32')
+                eval_every=1000, eval_n=50, max_depth=2, curriculum=0, precision='fp32')
 
 
 def run(*args):
@@ -195,6 +195,25 @@ def test_length_grouping_only_when_asked_for_every_draw():
     # grouped: one length per batch, except where a draw's sorted problems cross from one length to the next
     assert sum(s > 0 for s in grouped) <= 3
     assert all(s > 0 for s in random_)                   # ungrouped, later draws too: lengths mixed
+
+
+def test_curriculum_grows_the_training_depth_and_leaves_the_tests_whole():
+    """--curriculum N: training problems are of depth 1 first, one depth more every N steps; the test
+    problems have every depth from the start. A problem of depth d has d + 2 targets (the chain of d
+    atoms, provable or not, then T or F, then <eos>)."""
+    cfg = replace(TINY, max_depth=4, curriculum=8, batch_size=16)
+    assert [cfg.depth_at(s) for s in (0, 7, 8, 16, 23, 24, 32, 10 ** 6)] == [1, 1, 2, 3, 3, 4, 4, 4]
+    vocab = L.Vocab(cfg.n_symbols)
+    data = U.batches(random.Random(0), cfg, vocab, ahead=8)
+    depths = [((y != -1).sum(1) - 2).tolist() for _, y in (next(data) for _ in range(40))]
+    assert {d for batch in depths[:8] for d in batch} == {1}              # steps 0-7: depth 1 only
+    assert {d for batch in depths[8:16] for d in batch} == {1, 2}
+    assert {d for batch in depths[24:] for d in batch} == {1, 2, 3, 4}    # from step 24: every depth
+    tests = U.eval_sets(cfg, vocab)['none']
+    assert {len(p.chain) for p in tests} == {1, 2, 3, 4}
+    off = U.batches(random.Random(0), replace(cfg, curriculum=0), vocab, ahead=8)
+    assert {d for _, y in (next(off) for _ in range(8)) for d in ((y != -1).sum(1) - 2).tolist()} == \
+        {1, 2, 3, 4}
 
 
 def one_hot_copy(model, j):
@@ -598,6 +617,7 @@ def test_checkpoint_round_trip_and_ask(trained, capsys):
     (['--copy-form', 'pointer'], '--copy-form goes with --copy-attn'),
     (['--no-identity', '--identity-a', '0.5'], '--identity-a goes with --identity'),
     (['--no-identity', '--identity-b', '1'], '--identity-b goes with --identity'),
+    (['--curriculum', '-1'], '--curriculum must be >= 0'),
 ])
 def test_bad_cli_input_exits_with_a_clear_message(args, complaint):
     r = run('unseen.py', *args)

@@ -34,6 +34,7 @@ fine-tuning contrast, --grid (the paper's table, ~20 min), --bench, and the comm
 
 import argparse
 import copy
+import itertools
 import json
 import math
 import multiprocessing as mp
@@ -60,6 +61,9 @@ class Config:
     n_symbols: int = 5000      # size of the training symbol pool: the diversity knob (>> n_embd helps)
     max_depth: int = 4         # planted derivations of depth 1..max_depth
     max_premises: int = 1      # rules have 1..max_premises premises (2 is harder: slower to learn on a CPU)
+    curriculum: int = 500      # training problems start at depth 1, and every this many steps one depth
+                               # more is allowed, up to max_depth (0: every depth from the start). Tests
+                               # always have every depth
     # model
     n_layer: int = 3
     n_head: int = 4
@@ -78,9 +82,9 @@ class Config:
     forget_every: int = 0      # re-init (un)embeddings + their AdamW state every K steps (0: never)
     forget_until: int = 0      # stop forgetting after this step (0: forget all through training)
     # optimisation: AdamW, weight decay on the (un)embeddings too -- in Lemma 4.1 it drives the collapse
-    steps: int = 8000
+    steps: int = 5000
     batch_size: int = 64
-    lr: float = 4e-3
+    lr: float = 2e-3           # 4e-3 (with every depth from the start) left more seeds on a plateau (README A)
     weight_decay: float = 0.1
     warmup: int = 100
     # evaluation and logging
@@ -96,8 +100,14 @@ class Config:
         self.device = pick_device(self.device)
         self.precision = pick_precision(self.precision, self.device)
 
-    def gen(self):
-        return L.GenConfig(max_depth=self.max_depth, max_premises=self.max_premises)
+    def gen(self, step=None):
+        """The generator's settings: of the test problems, or (with `step`) of the training problems then."""
+        return L.GenConfig(max_depth=self.max_depth if step is None else self.depth_at(step),
+                           max_premises=self.max_premises)
+
+    def depth_at(self, step):
+        """--curriculum: the deepest derivation in the training problems at `step` (1, then 2, ...)."""
+        return min(self.max_depth, 1 + step // self.curriculum) if self.curriculum else self.max_depth
 
     def block_size(self):
         """Longest sequence the generator can make (and `--ask` accepts)."""
@@ -344,8 +354,9 @@ def batches(rng, cfg, vocab, ahead=8, group=True, names=None):
     and grouped by length, so that a batch pads only to its own longest sequence (about a fifth fewer
     padding tokens than random batches; --bench: about a tenth more speed on a CPU)."""
     names = names or vocab.train_names
-    while True:
-        seqs = [vocab.encode(L.generate(rng, cfg.gen(), names)) for _ in range(ahead * cfg.batch_size)]
+    for step in itertools.count(0, ahead):
+        gen = cfg.gen(step)       # --curriculum: the deepest derivation allowed grows with the step
+        seqs = [vocab.encode(L.generate(rng, gen, names)) for _ in range(ahead * cfg.batch_size)]
         if group:
             seqs.sort(key=lambda s: len(s[0]))
         chunks = [seqs[i:i + cfg.batch_size] for i in range(0, len(seqs), cfg.batch_size)]
@@ -596,6 +607,10 @@ def main(argv=None):
     n_params = sum(p.numel() for p in GPT(cfg, len(L.Vocab(cfg.n_symbols))).parameters())
     print(f"model: {name} ({n_params / 1e3:.0f}k parameters); {cfg.steps} steps on {cfg.device} in "
           f"{cfg.precision}, {cfg.n_symbols} training symbols, 100 unseen; writing to {out}")
+    if cfg.curriculum and cfg.max_depth > 1:
+        print(f"       a curriculum: training problems of depth 1 at first, one depth more every "
+              f"{cfg.curriculum} steps, every depth 1-{cfg.max_depth} from step "
+              f"{(cfg.max_depth - 1) * cfg.curriculum} (the tests have every depth from the start)")
     why = (f"the identity terms (Boix-Adsera et al.) add a_h I to every head's scores and b_h I to its\n"
            f"       values, a = {cfg.identity_a:g}, b = {cfg.identity_b:g} at the start: the same function "
            "class, easier to learn (--no-identity: the textbook form)" if cfg.identity
@@ -805,7 +820,8 @@ def finetune(model, vocab, cfg, start, max_steps, eval_every, target=0.9):
     Returns (steps to target or None, history [(step, accuracy)])."""
     torch.manual_seed(cfg.seed)
     model = set_unseen_rows(copy.deepcopy(model).train(), vocab, start)
-    ft = replace(cfg, freeze_emb=False, forget_every=0, steps=max_steps, warmup=0, eval_every=eval_every)
+    ft = replace(cfg, freeze_emb=False, forget_every=0, curriculum=0, steps=max_steps, warmup=0,
+                 eval_every=eval_every)
     optimizer = make_optimizer(model, ft)
     test = {'all': eval_sets(cfg, vocab)['all']}
     history = []
@@ -1065,7 +1081,7 @@ def bench(cfg, steps=150, rounds=2, log=print):
     best = [0.0] * len(variants)
     for r in range(rounds):
         for i, (name, over, kw) in enumerate(variants):
-            c = replace(cfg, **over)
+            c = replace(cfg, curriculum=0, **over)   # every depth: tokens/s of the full problems
             if 'parallel' in kw:
                 with mp.get_context('spawn').Pool(n) as pool:
                     runs = pool.starmap(timed_steps, [(replace(c, seed=k), steps, True, 1) for k in range(n)])
@@ -1147,6 +1163,8 @@ def parse_args(argv=None):
     a('--n-symbols', type=int, default=d.n_symbols, help='training symbol pool (diversity)')
     a('--max-depth', type=int, default=d.max_depth, help='longest planted derivation')
     a('--max-premises', type=int, default=d.max_premises, help='premises per rule (1 to 3)')
+    a('--curriculum', type=int, default=d.curriculum, metavar='N', help='training problems start at '
+      'depth 1, one depth more every N steps (0: every depth from the start)')
     a('--n-layer', type=int, default=d.n_layer)
     a('--n-head', type=int, default=d.n_head)
     a('--n-embd', type=int, default=d.n_embd, help='model width')
@@ -1206,7 +1224,8 @@ def parse_args(argv=None):
         (args.ckpt and not os.path.isfile(args.ckpt), f'--ckpt {args.ckpt}: no such file'),
         *[(getattr(args, k) < 1, f'{flag(k)} must be >= 1')
           for k in ('steps', 'batch_size', 'eval_every', 'eval_n', 'n_layer', 'n_head', 'n_embd')],
-        *[(getattr(args, k) < 0, f'{flag(k)} must be >= 0') for k in ('forget_every', 'forget_until')],
+        *[(getattr(args, k) < 0, f'{flag(k)} must be >= 0')
+          for k in ('forget_every', 'forget_until', 'curriculum')],
         (args.n_head >= 1 and args.n_embd % args.n_head,
          f'--n-embd {args.n_embd} must be divisible by --n-head {args.n_head}'),
         (True, L.size_error(args.n_symbols, args.max_depth, args.max_premises)),
