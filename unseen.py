@@ -4,7 +4,7 @@ unseen: why transformers fail to reason with symbols they never saw in training,
 A small reproduction of "To See the Unseen" (Lazic, Fowl, Gyorgy, Szepesvari, arXiv 2604.21632).
 A decoder-only transformer learns to solve Horn-clause problems (logic_data.py) step by step. It is
 trained on variable names x0..x{n-1} and tested on problems written in names u0..u99 that never
-occurred in training. Headline command (about 4 minutes on 2 CPU cores):
+occurred in training. Headline command (about 3 minutes on 2 CPU cores):
 
     python unseen.py --unseen all --freeze-emb
 
@@ -25,7 +25,8 @@ Deviations from a textbook GPT (nanoGPT), all behind switches:
   --forget-every  re-initialise the (un)embeddings and their AdamW state every K steps
   --forget-until  ... but only until step N (temporary forgetting)
 Details the paper leaves open (our simplest choices, configurable): the model size, the copy
-attention's form (one head, no output projection), the orthogonal init scale, the data sizes.
+attention's form (one head, no output projection), the orthogonal init scale, the data sizes, and how
+training gets the task learned (a curriculum over depth, --curriculum, and lr 2e-3: README, appendix A).
 
 Read it top to bottom: config, model, the paper's switches, data, evaluation, training, main(). After
 main() an appendix holds what surrounds the demo: the mistakes a run prints, --ckpt and --ask, the
