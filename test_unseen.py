@@ -686,6 +686,7 @@ def test_main_writes_checkpoint_plot_and_verdict(tmp_path):
             '--eval-n', '20', '--n-embd', '32', '--n-layer', '1', '--out', str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert 'step    10 |' in r.stdout and 'verdict:' in r.stdout and 'query *' in r.stdout
+    assert 'a curriculum: training problems of depth 1 at first, one depth more every 500 steps' in r.stdout
     assert 'teacher-forced accuracy per target position (query): step 1 ' in r.stdout
     assert "mistakes on 'query'" in r.stdout and 'solver:  ' in r.stdout
     assert (tmp_path / 'ckpt.pt').is_file() and (tmp_path / 'training.png').stat().st_size > 10_000
