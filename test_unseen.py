@@ -608,6 +608,7 @@ def test_checkpoint_round_trip_and_ask(trained, capsys):
     (['--grid', '--seeds', '0'], '--seeds must be >= 1'),
     (['--precision', 'fp16'], "invalid choice: 'fp16'"),
     (['--bench', '--precision', 'fp32', '--steps', '5'], 'cannot take --steps --precision'),
+    (['--bench', '--curriculum', '100'], 'cannot take --curriculum'),
     (['--grid', '--bench'], 'cannot take --bench'),
     (['--lr', 'inf'], '--lr inf: must be a number in (0, 1]'),
     (['--lr', '1e30'], '--lr 1e+30: must be'),
