@@ -354,6 +354,20 @@ def test_lr_warms_up_then_decays_to_a_tenth():
     assert U.get_lr(cfg, 10 * cfg.steps) == pytest.approx(1e-3)
 
 
+def test_grad_clip_bounds_the_gradient_the_step_uses_and_is_off_by_default():
+    vocab = L.Vocab(TINY.n_symbols)
+    x, y = next(U.batches(random.Random(0), TINY, vocab))
+    norm = lambda m: torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in m.parameters()
+                                                           if p.grad is not None])).item()
+    model, opt = U.new_model(TINY, vocab)
+    U.train_step(model, opt, x, y)
+    assert norm(model) > 0.5                             # a fresh model's gradient: well above the clip below
+    model, opt = U.new_model(replace(TINY, grad_clip=0.1), vocab)
+    U.train_step(model, opt, x, y)
+    assert norm(model) == pytest.approx(0.1, rel=1e-4)   # what AdamW stepped on (the grads stay after step)
+    assert U.parse_args(['--grad-clip', '0.5']).grad_clip == 0.5 and U.Config().grad_clip == 0
+
+
 def test_command_line_defaults_are_configs_defaults_and_switches_set_one_thing():
     cfg = lambda *a: U.config_from_args(U.parse_args(list(a)))
     assert cfg() == U.Config()
@@ -619,6 +633,7 @@ def test_checkpoint_round_trip_and_ask(trained, capsys):
     (['--no-identity', '--identity-a', '0.5'], '--identity-a goes with --identity'),
     (['--no-identity', '--identity-b', '1'], '--identity-b goes with --identity'),
     (['--curriculum', '-1'], '--curriculum must be >= 0'),
+    (['--grad-clip', '-1'], '--grad-clip -1.0: must be a number in [0, 1000]'),
 ])
 def test_bad_cli_input_exits_with_a_clear_message(args, complaint):
     r = run('unseen.py', *args)

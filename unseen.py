@@ -88,6 +88,8 @@ class Config:
     lr: float = 2e-3           # 4e-3 (every depth from the start) left more seeds on a plateau (README A)
     weight_decay: float = 0.1
     warmup: int = 100
+    grad_clip: float = 0.0     # clip the gradient's global norm at this before each step (0: never; nanoGPT
+                               # clips at 1.0; here it did not shorten the plateau: README F)
     # evaluation and logging
     eval_every: int = 500
     eval_n: int = 500          # problems per test scenario
@@ -459,10 +461,12 @@ def collapse(model, vocab):
 
 
 def train_step(model, optimizer, x, y):
-    """One AdamW step on one batch; returns the loss."""
+    """One AdamW step on one batch (--grad-clip: on the clipped gradient); returns the loss."""
     _, loss = model(x, y)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
+    if model.cfg.grad_clip:
+        nn.utils.clip_grad_norm_(model.parameters(), model.cfg.grad_clip)
     optimizer.step()
     return loss.item()
 
@@ -1173,6 +1177,7 @@ def parse_args(argv=None):
     a('--batch-size', type=int, default=d.batch_size)
     a('--lr', type=float, default=d.lr)
     a('--weight-decay', type=float, default=d.weight_decay, help='AdamW decay, (un)embeddings included')
+    a('--grad-clip', type=float, default=d.grad_clip, help='clip the global gradient norm (0: never)')
     a('--eval-every', type=int, default=d.eval_every)
     a('--eval-n', type=int, default=d.eval_n, help='test problems per scenario')
     a('--seed', type=int, default=d.seed)
@@ -1202,8 +1207,8 @@ def parse_args(argv=None):
                       'ckpt'))
     on_ckpt = given(k for k in vars(args) if k not in ('ckpt', 'ask', 'unseen', 'device'))
     open_low = ('lr', 'emb_norm')   # a zero lr or norm trains nothing; nan and inf fail every comparison
-    ranges = (('lr', 0, 1), ('weight_decay', 0, 10), ('identity_a', -100, 100), ('identity_b', -100, 100),
-              ('emb_norm', 0, 100))
+    ranges = (('lr', 0, 1), ('weight_decay', 0, 10), ('grad_clip', 0, 1000), ('identity_a', -100, 100),
+              ('identity_b', -100, 100), ('emb_norm', 0, 100))
     highs = (('n_symbols', 100_000), ('n_embd', 2048), ('n_layer', 48), ('batch_size', 4096),
              ('eval_n', 20_000), ('steps', 10_000_000))
     mps = getattr(torch.backends, 'mps', None) and torch.backends.mps.is_available()
