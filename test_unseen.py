@@ -485,6 +485,24 @@ def trained(tmp_path_factory):
     return model, vocab, cfg, path
 
 
+def test_row_norms_and_the_verdict_name_collapsed_or_shrunk_unseen_rows():
+    vocab = L.Vocab(TINY.n_symbols)
+    model = U.GPT(TINY, len(vocab))
+    with torch.no_grad():
+        model.lm_head.weight[vocab.unseen_ids] *= 0.2
+    unseen, train = U.row_norms(model, vocab)
+    assert unseen == pytest.approx(0.2 * train, rel=0.1)          # orthogonal init: rows of equal norm
+    last = dict(step=40, none=0.95, query=0.5, all=0.0, cos_unseen=0.1, cos_train=0.0, norm_unseen=0.3,
+                norm_train=0.9)
+    said = U.verdict(TINY, [last], 'all')
+    assert 'mean norm 0.30 (training rows 0.90)' in said
+    assert 'its unseen unembeddings shrank (mean norm 0.30, training rows 0.90)' in said
+    assert 'shrank' not in U.verdict(TINY, [{**last, 'norm_unseen': 0.6}], 'all')    # half or more: not said
+    assert 'shrank' not in U.verdict(replace(TINY, freeze_emb=True), [last], 'all')
+    collapsed = U.verdict(TINY, [{**last, 'cos_unseen': 0.9}], 'all')
+    assert 'collapsed (mean cosine 0.90)' in collapsed and 'shrank' not in collapsed
+
+
 def test_teacher_forced_exact_match_equals_greedy_decoding(trained):
     model, vocab, cfg, _ = trained
     model.eval()
@@ -509,6 +527,9 @@ def test_a_checkpoint_is_evaluated_on_its_own_test_problems(trained):
     for s in L.SCENARIOS:
         assert f"  {s:<6}{U.acc_str(acc, s)}" in r.stdout.splitlines()
     assert 'teacher-forced accuracy per target position (none): step 1 ' in r.stdout
+    (cu, ct), (nu, nt) = U.collapse(model, vocab), U.row_norms(model, vocab)
+    assert (f"unseen-row cosine {U.cos_str(cu)} (training rows {U.cos_str(ct)}), mean norm {nu:.2f} "
+            f"(training rows {nt:.2f})") in r.stdout.splitlines()
     assert (path.parent / 'ckpt_rows.png').stat().st_size > 10_000          # the picture, next to it
     r = run('unseen.py', '--ckpt', str(path), '--steps', '5')
     assert r.returncode == 2 and 'cannot take --steps' in r.stderr

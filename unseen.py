@@ -456,6 +456,15 @@ def collapse(model, vocab):
     w = model.lm_head.weight
     return mean_pairwise_cosine(w[vocab.unseen_ids]), mean_pairwise_cosine(w[vocab.train_ids])
 
+
+@torch.no_grad()
+def row_norms(model, vocab):
+    """(unseen rows, training rows) mean norm of the unembedding. Besides lining the never-target rows up,
+    the lemma's push and weight decay can shrink them: then they lose every logit to the training names
+    before their cosine shows a collapse (README, appendix C)."""
+    n = model.lm_head.weight.float().norm(dim=1)
+    return n[vocab.unseen_ids].mean().item(), n[vocab.train_ids].mean().item()
+
 # -----------------------------------------------------------------------------
 # training
 
@@ -513,10 +522,12 @@ def train(cfg, log=print):
     def record(step, losses, seconds):
         acc = evaluate(model, vocab, sets, cfg.device)
         cos_unseen, cos_train = collapse(model, vocab)
+        norm_unseen, norm_train = row_norms(model, vocab)
         loss = sum(losses) / len(losses) if losses else float('nan')   # nan at step 0: nothing trained yet
         ms = 1000 * sum(seconds) / max(1, len(seconds))
         elapsed = time.time() - t0
         history.append(dict(step=step, loss=loss, **acc, cos_unseen=cos_unseen, cos_train=cos_train,
+                            norm_unseen=norm_unseen, norm_train=norm_train,
                             ms_per_step=ms, elapsed=elapsed))
         left = f"{elapsed / step * (cfg.steps - step) / 60:4.1f} min left" if step else ''
         log(f"step {step:5d} | loss {loss:.4f} | {ms:5.1f} ms/step | "
@@ -534,8 +545,8 @@ def verdict(cfg, history, headline):
     last = history[-1]
     lines = ['', f"{'scenario':<10}{'exact match':>12}",
              *[f"{s + (' *' if s == headline else ''):<10}{last[s]:>12.1%}" for s in L.SCENARIOS],
-             f"unseen-row cosine {cos_str(last['cos_unseen'])} "
-             f"(training rows {cos_str(last['cos_train'])})", '']
+             f"unseen-row cosine {cos_str(last['cos_unseen'])} (training rows {cos_str(last['cos_train'])}), "
+             f"mean norm {last['norm_unseen']:.2f} (training rows {last['norm_train']:.2f})", '']
     acc = last[headline]
     what = {'none': 'problems in training symbols', 'query': 'problems whose query is an unseen symbol',
             'all': 'problems written entirely in unseen symbols'}[headline]
@@ -554,6 +565,9 @@ def verdict(cfg, history, headline):
     if last['cos_unseen'] > 0.5 and not cfg.freeze_emb:
         lines.append(f"         its unseen unembeddings collapsed (mean cosine {last['cos_unseen']:.2f}): "
                      "it cannot tell unseen symbols apart.")
+    elif last['norm_unseen'] < 0.5 * last['norm_train'] and not cfg.freeze_emb:
+        lines.append(f"         its unseen unembeddings shrank (mean norm {last['norm_unseen']:.2f}, "
+                     f"training rows {last['norm_train']:.2f}): their logits lose to the training names'.")
     lines.append(f"         ({describe(cfg)}: {terms(cfg)})")
     return '\n'.join(lines)
 
@@ -756,6 +770,9 @@ def evaluate_checkpoint(args):
     print(f"{args.ckpt}: {describe(cfg)}, exact match on its {cfg.eval_n} test problems per scenario:")
     for s in L.SCENARIOS:
         print(f"  {s:<6}{acc_str(acc, s)}")
+    (cu, ct), (nu, nt) = collapse(model, vocab), row_norms(model, vocab)
+    print(f"unseen-row cosine {cos_str(cu)} (training rows {cos_str(ct)}), mean norm {nu:.2f} (training rows "
+          f"{nt:.2f})")
     mistakes(model, vocab, cfg, args.unseen)
     rows = os.path.splitext(args.ckpt)[0] + '_rows.png'          # next to the checkpoint
     plot_rows(model, cfg, vocab, rows)
