@@ -852,6 +852,9 @@ def test_grid_writes_table_figure_and_fine_tuning_contrast_and_resumes(tmp_path,
     # each scenario split into provable and unprovable problems
     for r in data['results']:
         assert all(0 <= r[k] <= 1 for k in U.accuracy_keys())
+        assert r['norm_unseen'] > 0 and r['norm_train'] > 0                # how long the rows are, too
+    mean = lambda k: sum(r[k] for r in data['results'] if r['row'] == 'standard') / 2
+    assert f"| {mean('norm_unseen'):.2f} / {mean('norm_train'):.2f} |" in rows[1]
     assert all(f'| {start} |' in table for start in ('collapsed', 'fresh', 'copied'))
     data = json.loads((tmp_path / 'grid.json').read_text())
     assert {r['seed'] for r in data['results']} == {0, 1}

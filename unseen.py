@@ -913,16 +913,19 @@ def spread(xs, fmt):
 
 def grid_table(results, base):
     pct = lambda v: f"{100 * v:.1f}"
-    mean = lambda rs, key: sum(100 * r[key] for r in rs) / len(rs)
+    avg = lambda rs, key: sum(r[key] for r in rs) / len(rs)
+    mean = lambda rs, key: 100 * avg(rs, key)
     tf = lambda rs, s: f"{mean(rs, s + '_T'):.0f} / {mean(rs, s + '_F'):.0f}"
     lines = [f"| configuration ({base.n_symbols} training symbols unless named) | none | query | "
-             "query T / F | all | all T / F | unseen-row cosine | wall (s) |", '|---' * 8 + '|']
+             "query T / F | all | all T / F | unseen-row cosine | row norm, unseen / training | wall (s) |",
+             '|---' * 9 + '|']
     for label in dict.fromkeys(r['row'] for r in results):
         rs = [r for r in results if r['row'] == label]
         cells = [spread([r['none'] for r in rs], pct)]
         for s in ('query', 'all'):
             cells += [spread([r[s] for r in rs], pct), tf(rs, s)]
         cells += [spread([r['cos_unseen'] for r in rs], cos_str),
+                  f"{avg(rs, 'norm_unseen'):.2f} / {avg(rs, 'norm_train'):.2f}",
                   spread([r['wall'] for r in rs], lambda v: f"{v:.0f}")]
         lines.append(f"| {label} | " + ' | '.join(cells) + ' |')
     return '\n'.join(lines)
@@ -957,7 +960,8 @@ def grid_job(job):
     model, vocab, history = train(cfg, log=lambda *a: None)
     last = history[-1]
     result = dict(row=label, seed=cfg.seed, **{k: last[k] for k in accuracy_keys()},
-                  cos_unseen=last['cos_unseen'], wall=time.time() - t, config=asdict(cfg))
+                  cos_unseen=last['cos_unseen'], norm_unseen=last['norm_unseen'],
+                  norm_train=last['norm_train'], wall=time.time() - t, config=asdict(cfg))
     return result, ({k: v.cpu() for k, v in model.state_dict().items()} if keep else None)
 
 
