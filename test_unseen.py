@@ -204,16 +204,15 @@ def test_curriculum_grows_the_training_depth_and_leaves_the_tests_whole():
     cfg = replace(TINY, max_depth=4, curriculum=8, batch_size=16)
     assert [cfg.depth_at(s) for s in (0, 7, 8, 16, 23, 24, 32, 10 ** 6)] == [1, 1, 2, 3, 3, 4, 4, 4]
     vocab = L.Vocab(cfg.n_symbols)
-    data = U.batches(random.Random(0), cfg, vocab, ahead=8)
-    depths = [((y != -1).sum(1) - 2).tolist() for _, y in (next(data) for _ in range(40))]
+    depths_of = lambda data, n: [((y != -1).sum(1) - 2).tolist() for _, y in (next(data) for _ in range(n))]
+    depths = depths_of(U.batches(random.Random(0), cfg, vocab, ahead=8), 40)
     assert {d for batch in depths[:8] for d in batch} == {1}              # steps 0-7: depth 1 only
     assert {d for batch in depths[8:16] for d in batch} == {1, 2}
     assert {d for batch in depths[24:] for d in batch} == {1, 2, 3, 4}    # from step 24: every depth
     tests = U.eval_sets(cfg, vocab)['none']
     assert {len(p.chain) for p in tests} == {1, 2, 3, 4}
-    off = U.batches(random.Random(0), replace(cfg, curriculum=0), vocab, ahead=8)
-    assert {d for _, y in (next(off) for _ in range(8)) for d in ((y != -1).sum(1) - 2).tolist()} == \
-        {1, 2, 3, 4}
+    off = depths_of(U.batches(random.Random(0), replace(cfg, curriculum=0), vocab, ahead=8), 8)
+    assert {d for batch in off for d in batch} == {1, 2, 3, 4}
 
 
 def one_hot_copy(model, j):
@@ -495,7 +494,7 @@ def test_row_norms_and_the_verdict_name_collapsed_or_shrunk_unseen_rows():
     last = dict(step=40, none=0.95, query=0.5, all=0.0, cos_unseen=0.1, cos_train=0.0, norm_unseen=0.3,
                 norm_train=0.9)
     said = U.verdict(TINY, [last], 'all')
-    assert 'mean norm 0.30 (training rows 0.90)' in said
+    assert 'unseen-row cosine 0.10 (training rows 0.00), mean norm 0.30 (training rows 0.90)' in said
     assert 'its unseen unembeddings shrank (mean norm 0.30, training rows 0.90)' in said
     assert 'shrank' not in U.verdict(TINY, [{**last, 'norm_unseen': 0.6}], 'all')    # half or more: not said
     assert 'shrank' not in U.verdict(replace(TINY, freeze_emb=True), [last], 'all')
@@ -527,9 +526,7 @@ def test_a_checkpoint_is_evaluated_on_its_own_test_problems(trained):
     for s in L.SCENARIOS:
         assert f"  {s:<6}{U.acc_str(acc, s)}" in r.stdout.splitlines()
     assert 'teacher-forced accuracy per target position (none): step 1 ' in r.stdout
-    (cu, ct), (nu, nt) = U.collapse(model, vocab), U.row_norms(model, vocab)
-    assert (f"unseen-row cosine {U.cos_str(cu)} (training rows {U.cos_str(ct)}), mean norm {nu:.2f} "
-            f"(training rows {nt:.2f})") in r.stdout.splitlines()
+    assert U.rows_str(U.rows_stats(model, vocab)) in r.stdout.splitlines()   # the very model's rows
     assert (path.parent / 'ckpt_rows.png').stat().st_size > 10_000          # the picture, next to it
     r = run('unseen.py', '--ckpt', str(path), '--steps', '5')
     assert r.returncode == 2 and 'cannot take --steps' in r.stderr

@@ -465,6 +465,18 @@ def row_norms(model, vocab):
     n = model.lm_head.weight.float().norm(dim=1)
     return n[vocab.unseen_ids].mean().item(), n[vocab.train_ids].mean().item()
 
+
+def rows_stats(model, vocab):
+    """Both measures of the unseen rows, with the training rows' for contrast, as one dict."""
+    (cos_unseen, cos_train), (norm_unseen, norm_train) = collapse(model, vocab), row_norms(model, vocab)
+    return dict(cos_unseen=cos_unseen, cos_train=cos_train, norm_unseen=norm_unseen, norm_train=norm_train)
+
+
+def rows_str(r):
+    """'unseen-row cosine 0.98 (training rows 0.01), mean norm 0.49 (training rows 0.88)'."""
+    return (f"unseen-row cosine {cos_str(r['cos_unseen'])} (training rows {cos_str(r['cos_train'])}), "
+            f"mean norm {r['norm_unseen']:.2f} (training rows {r['norm_train']:.2f})")
+
 # -----------------------------------------------------------------------------
 # training
 
@@ -521,18 +533,15 @@ def train(cfg, log=print):
 
     def record(step, losses, seconds):
         acc = evaluate(model, vocab, sets, cfg.device)
-        cos_unseen, cos_train = collapse(model, vocab)
-        norm_unseen, norm_train = row_norms(model, vocab)
+        rows = rows_stats(model, vocab)
         loss = sum(losses) / len(losses) if losses else float('nan')   # nan at step 0: nothing trained yet
         ms = 1000 * sum(seconds) / max(1, len(seconds))
         elapsed = time.time() - t0
-        history.append(dict(step=step, loss=loss, **acc, cos_unseen=cos_unseen, cos_train=cos_train,
-                            norm_unseen=norm_unseen, norm_train=norm_train,
-                            ms_per_step=ms, elapsed=elapsed))
+        history.append(dict(step=step, loss=loss, **acc, **rows, ms_per_step=ms, elapsed=elapsed))
         left = f"{elapsed / step * (cfg.steps - step) / 60:4.1f} min left" if step else ''
         log(f"step {step:5d} | loss {loss:.4f} | {ms:5.1f} ms/step | "
             f"exact match " + ' '.join(f"{s} {acc_str(acc, s)}" for s in L.SCENARIOS) + " | "
-            f"cos unseen {cos_str(cos_unseen):>5} train {cos_str(cos_train):>5} | {left}")
+            f"cos unseen {cos_str(rows['cos_unseen']):>5} train {cos_str(rows['cos_train']):>5} | {left}")
 
     train_loop(model, optimizer, cfg, batches(random.Random(cfg.seed), cfg, vocab), record)
     return model, vocab, history
@@ -545,8 +554,7 @@ def verdict(cfg, history, headline):
     last = history[-1]
     lines = ['', f"{'scenario':<10}{'exact match':>12}",
              *[f"{s + (' *' if s == headline else ''):<10}{last[s]:>12.1%}" for s in L.SCENARIOS],
-             f"unseen-row cosine {cos_str(last['cos_unseen'])} (training rows {cos_str(last['cos_train'])}), "
-             f"mean norm {last['norm_unseen']:.2f} (training rows {last['norm_train']:.2f})", '']
+             rows_str(last), '']
     acc = last[headline]
     what = {'none': 'problems in training symbols', 'query': 'problems whose query is an unseen symbol',
             'all': 'problems written entirely in unseen symbols'}[headline]
@@ -770,9 +778,7 @@ def evaluate_checkpoint(args):
     print(f"{args.ckpt}: {describe(cfg)}, exact match on its {cfg.eval_n} test problems per scenario:")
     for s in L.SCENARIOS:
         print(f"  {s:<6}{acc_str(acc, s)}")
-    (cu, ct), (nu, nt) = collapse(model, vocab), row_norms(model, vocab)
-    print(f"unseen-row cosine {cos_str(cu)} (training rows {cos_str(ct)}), mean norm {nu:.2f} (training rows "
-          f"{nt:.2f})")
+    print(rows_str(rows_stats(model, vocab)))
     mistakes(model, vocab, cfg, args.unseen)
     rows = os.path.splitext(args.ckpt)[0] + '_rows.png'          # next to the checkpoint
     plot_rows(model, cfg, vocab, rows)
