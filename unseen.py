@@ -96,7 +96,7 @@ class Config:
     seed: int = 0
     device: str = 'auto'       # auto: cuda, else mps, else cpu
     precision: str = 'auto'    # 'bf16': matrix products in bfloat16 under autocast (weights, AdamW state,
-                               # softmax and loss stay fp32); ~1.4x faster on CPUs with AVX512-BF16 (--bench)
+                               # softmax and loss stay fp32); ~1.25x faster on CPUs with AVX512-BF16 (--bench)
                                # auto: bf16 where the hardware computes it fast, else fp32
 
     def __post_init__(self):   # 'auto' resolved here, in one place, for the command line and for code alike
