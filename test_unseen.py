@@ -378,9 +378,15 @@ def test_command_line_defaults_are_configs_defaults_and_switches_set_one_thing()
     assert U.Config().device in ('cpu', 'cuda', 'mps') and U.Config().precision in ('fp32', 'bf16')
 
 
-def test_untied_model_has_two_matrices_and_tied_one():
+def test_untied_model_has_two_matrices_that_start_equal_and_train_apart():
     assert len(U.GPT(TINY, 100).embeddings()) == 1
-    assert len(U.GPT(replace(TINY, tie_emb=False), 100).embeddings()) == 2
+    cfg = replace(TINY, tie_emb=False)
+    vocab = L.Vocab(cfg.n_symbols)
+    model, opt = U.new_model(cfg, vocab)
+    wte, head = model.embeddings()
+    assert wte is not head and torch.equal(wte, head)      # two parameters, the tied model's start
+    U.train_step(model, opt, *next(U.batches(random.Random(0), cfg, vocab)))
+    assert not torch.equal(wte, head)
 
 
 def test_freezing_leaves_the_embeddings_bit_identical():
@@ -437,6 +443,7 @@ def test_forgetting_an_untied_model_resets_both_matrices_and_both_optimizer_stat
     assert all(opt.state[w]['exp_avg'].abs().sum() > 0 for w in (wte, head))
     U.forget_embeddings(model, opt)
     assert not torch.allclose(wte, old[0]) and not torch.allclose(head, old[1])
+    assert torch.equal(wte, head)                           # re-drawn as at the start: equal again
     assert all(opt.state[w][k].abs().sum() == 0 for w in (wte, head) for k in ('exp_avg', 'exp_avg_sq'))
 
 

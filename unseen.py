@@ -20,7 +20,7 @@ Deviations from a textbook GPT (nanoGPT), all behind switches:
                   them all of it (README, appendix A). So "standard" here means these.
   --copy-attn     an extra attention layer that copies raw input tokens: --copy-form residual adds
                   the attended embeddings X W_E to the residual stream, pointer adds copy logits
-  --untie-emb     separate input embedding and unembedding (tied by default, as in GPT-2)
+  --untie-emb     separate input embedding and unembedding, starting equal (tied by default, as in GPT-2)
   --freeze-emb    (un)embeddings initialised (near-)orthogonal and never updated
   --forget-every  re-initialise the (un)embeddings and their AdamW state every K steps
   --forget-until  ... but only until step N (temporary forgetting)
@@ -284,10 +284,16 @@ class GPT(nn.Module):
 def init_embeddings(model):
     """Orthogonal init of the (un)embeddings. With vocab V <= width C the rows are exactly orthonormal;
     with V > C (our default) no V vectors in C dimensions can be, so the columns are orthonormal
-    (a tight frame: rows as evenly spread as possible), scaled so that rows have mean norm 1."""
-    for w in model.embeddings():
-        V, C = w.shape
-        nn.init.orthogonal_(w, gain=model.cfg.emb_norm * math.sqrt(max(V / C, 1.0)))
+    (a tight frame: rows as evenly spread as possible), scaled so that rows have mean norm 1.
+    Untied, the input embedding starts as a copy of the unembedding: two matrices that start where the
+    tied model starts and then train apart. (Drawn independently, each symbol's output row first has to
+    be learned to fit what its input row becomes, 5000 times over: that model learned the task slowly,
+    README B.)"""
+    w = model.lm_head.weight
+    V, C = w.shape
+    nn.init.orthogonal_(w, gain=model.cfg.emb_norm * math.sqrt(max(V / C, 1.0)))
+    if not model.cfg.tie_emb:
+        model.transformer.wte.weight.copy_(w)
 
 
 def freeze_embeddings(model):
@@ -1189,7 +1195,8 @@ def parse_args(argv=None):
     a('--identity-b', type=float, default=d.identity_b, help='b_h at the start (copy the matched tokens)')
     a('--emb-norm', type=float, default=d.emb_norm, help='mean row norm of the orthogonal (un)embeddings')
     a('--freeze-emb', action='store_true', help='orthogonal (un)embeddings, never updated')
-    a('--untie-emb', action='store_true', help='separate input embedding and unembedding')
+    a('--untie-emb', action='store_true',
+      help='separate input embedding and unembedding (two matrices that start equal)')
     a('--forget-every', type=int, default=0, metavar='K', help='reset (un)embeddings every K steps')
     a('--forget-until', type=int, default=0, metavar='N', help='no resets after step N (0: never stop)')
     a('--n-symbols', type=int, default=d.n_symbols, help='training symbol pool (diversity)')
