@@ -971,9 +971,9 @@ def grid_job(job):
     t = time.time()
     model, vocab, history = train(cfg, log=lambda *a: None)
     last = history[-1]
-    result = dict(row=label, seed=cfg.seed, **{k: last[k] for k in accuracy_keys()},
-                  cos_unseen=last['cos_unseen'], norm_unseen=last['norm_unseen'],
-                  norm_train=last['norm_train'], wall=time.time() - t, config=asdict(cfg))
+    keys = [*accuracy_keys(), 'cos_unseen', 'norm_unseen', 'norm_train']     # the last evaluation's
+    result = dict(row=label, seed=cfg.seed, **{k: last[k] for k in keys}, wall=time.time() - t,
+                  config=asdict(cfg))
     return result, ({k: v.cpu() for k, v in model.state_dict().items()} if keep else None)
 
 
