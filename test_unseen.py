@@ -344,12 +344,22 @@ def test_embeddings_are_in_the_weight_decay_group_unless_frozen():
 
 
 def test_lr_warms_up_then_decays_to_a_tenth():
-    cfg = replace(TINY, lr=1e-2, warmup=10, steps=110)
+    """cosine: decays from the end of the warmup on; wsd (the default): holds the full rate, then decays
+    linearly over the last quarter of the steps."""
+    cfg = replace(TINY, lr=1e-2, warmup=10, steps=110, schedule='cosine')
     lrs = [U.get_lr(cfg, s) for s in range(cfg.steps)]
     assert lrs[0] == pytest.approx(1e-3) and lrs[9] == pytest.approx(1e-2)      # linear warm-up
     assert lrs[10] == pytest.approx(1e-2) and lrs[60] == pytest.approx(0.55e-2)  # cosine: half-way
     assert all(a >= b for a, b in zip(lrs[10:], lrs[11:]))
     assert U.get_lr(cfg, cfg.steps) == pytest.approx(1e-3)
+    assert U.get_lr(cfg, 10 * cfg.steps) == pytest.approx(1e-3)
+    assert U.Config().schedule == 'wsd'
+    cfg = replace(cfg, steps=120, schedule='wsd')
+    lrs = [U.get_lr(cfg, s) for s in range(cfg.steps + 1)]
+    assert lrs[0] == pytest.approx(1e-3) and lrs[9] == pytest.approx(1e-2)      # the same warm-up
+    assert lrs[10:91] == [1e-2] * 81                                             # stable until step 90
+    assert lrs[105] == pytest.approx(0.55e-2) and lrs[120] == pytest.approx(1e-3)  # linear: half-way, end
+    assert all(a > b for a, b in zip(lrs[90:], lrs[91:]))
     assert U.get_lr(cfg, 10 * cfg.steps) == pytest.approx(1e-3)
 
 
