@@ -31,7 +31,7 @@ it until the last quarter of the steps, --schedule: README, appendix A).
 
 Read it top to bottom: config, model, the paper's switches, data, evaluation, training, main(). After
 main() an appendix holds what surrounds the demo: the mistakes a run prints, --ckpt and --ask, the
-fine-tuning contrast, --grid (the paper's table, ~27 min), --bench, and the command line.
+fine-tuning contrast, --grid (the paper's table, ~25 min), --bench, and the command line.
 """
 
 import argparse
@@ -90,9 +90,9 @@ class Config:
     weight_decay: float = 0.1
     warmup: int = 100
     schedule: str = 'wsd'      # after the warmup, 'wsd' (warmup-stable-decay): the full lr until the last
-                               # quarter of the steps, then linearly down to a tenth; 'cosine': decay all along
-                               # (the grid's). With wsd the plateau is left at the full rate, so 4000 steps
-                               # do what 5000 cosine ones did (README A)
+                               # quarter of the steps, then linearly down to a tenth; 'cosine': decay all along.
+                               # With wsd the plateau is left at the full rate, so 4000 steps do what 5000
+                               # cosine ones did (README A)
     grad_clip: float = 0.0     # clip the gradient's global norm at this before each step (0: never; nanoGPT
                                # clips at 1.0; here it moved which seed sits on a plateau: README A)
     # evaluation and logging
@@ -906,12 +906,12 @@ def finetune_plot(ft, path):
 # C. --grid: the paper's table (configurations x test scenarios), then the fine-tuning contrast
 
 
-# one common setting for every row: the demo's model and symbol pool on shallower problems (depth 1-2) and
-# 4000 steps, so that 2 seeds of every row fit in half an hour on 2 CPU cores (27 min; the standard model's
-# seeds solve 86% and 95% of them in training symbols by then, with 3000 steps 91% and 86%: README);
+# one common setting for every row: the demo's model, symbol pool and schedule on shallower problems
+# (depth 1-2) and 4000 steps, so that 2 seeds of every row fit in half an hour on 2 CPU cores (25 min; the
+# standard model's seeds solve 99% of them in training symbols by then: README);
 # --quick is for a class: one seed, 1200 steps, most rows still learning (about 5 minutes)
-GRID = dict(n_symbols=5000, max_depth=2, steps=4000, eval_every=1000, eval_n=500, schedule='cosine')
-GRID_QUICK = dict(n_symbols=5000, max_depth=2, steps=1200, eval_every=600, eval_n=300, schedule='cosine')
+GRID = dict(n_symbols=5000, max_depth=2, steps=4000, eval_every=1000, eval_n=500)
+GRID_QUICK = dict(n_symbols=5000, max_depth=2, steps=1200, eval_every=600, eval_n=300)
 GRID_FORGET_EVERY = 100                          # forget-until stops resetting halfway through
 GRID_FEW_SYMBOLS = 1000                          # a smaller training pool, for freeze-emb: diversity
 GRID_FT, GRID_FT_QUICK = (1500, 50), (300, 50)   # fine-tuning: most steps, evaluate every
@@ -1055,9 +1055,9 @@ def main_grid(args, argv):
     command = ' '.join(['python', 'unseen.py'] + (sys.argv[1:] if argv is None else argv))
     rows = grid_rows(base)
     workers = (os.cpu_count() or 1) if device == 'cpu' else 1
-    print(f"grid: {len(rows)} configurations x {len(seeds)} seed(s), {base.steps} steps each, problems of "
-          f"depth 1-{base.max_depth}, {base.n_symbols} training symbols unless named, {device} in "
-          f"{base.precision}, {workers} run(s) at a time; writing to {out}")
+    print(f"grid: {len(rows)} configurations x {len(seeds)} seed(s), {base.steps} steps each "
+          f"(--schedule {base.schedule}), problems of depth 1-{base.max_depth}, {base.n_symbols} training "
+          f"symbols unless named, {device} in {base.precision}, {workers} run(s) at a time; writing to {out}")
     results, table, (model, vocab, cfg) = run_grid(base, seeds, out, workers)
     print('\n' + table + '\n')
     ft_steps, ft_every = (GRID_FT_QUICK if args.quick else GRID_FT)
@@ -1241,7 +1241,7 @@ def parse_args(argv=None):
       'scenarios (mistakes shown for --unseen), or solve one problem with --ask')
     a('--grid', action='store_true', help="train every configuration of the paper's table (2 seeds each) and "
       'run the fine-tuning contrast; writes grid.md, grid.json, grid.png, finetune.png '
-      '(~27 min on 2 CPU cores)')
+      '(~25 min on 2 CPU cores)')
     a('--quick', action='store_true', help='with --grid: one seed, fewer steps (about 5 min)')
     a('--seeds', type=int, default=None, help='with --grid: seeds per row (default 2, 1 with --quick)')
     a('--resume', metavar='DIR', help='with --grid: finish an interrupted grid in DIR (same --quick and '
