@@ -383,6 +383,7 @@ def test_command_line_defaults_are_configs_defaults_and_switches_set_one_thing()
     assert cfg('--freeze-emb') == replace(U.Config(), freeze_emb=True)         # and no copy attention with it
     assert cfg('--untie-emb') == replace(U.Config(), tie_emb=False)
     assert cfg('--no-identity') == replace(U.Config(), identity=False)
+    assert cfg('--schedule', 'cosine') == replace(U.Config(), schedule='cosine')
     assert cfg('--copy-attn', '--copy-form', 'pointer') == replace(U.Config(), copy_attn=True,
                                                                    copy_form='pointer')
     assert U.Config().device in ('cpu', 'cuda', 'mps') and U.Config().precision in ('fp32', 'bf16')
@@ -796,7 +797,8 @@ def test_grid_has_every_row_the_paper_table_needs():
                 'copy-attn + freeze-emb', f'forget-every {K}', f'forget-every {K} + until {N}',
                 f'copy-pointer + forget-every {K} + until {N}', 'untied']:
         assert row in rows
-    # each label says what its configuration is
+    # each label says what its configuration is; every row trains with the demo's schedule
+    assert all(r.schedule == U.Config().schedule for r in rows.values())
     assert not rows['no-identity'].identity and rows['standard'].identity
     assert rows['copy-pointer'].copy_attn and rows['copy-pointer'].copy_form == 'pointer'
     assert rows[f'forget-every {K} + until {N}'].forget_until == N and not rows['untied'].tie_emb
