@@ -90,9 +90,9 @@ class Config:
     weight_decay: float = 0.1
     warmup: int = 100
     schedule: str = 'wsd'      # after the warmup, 'wsd' (warmup-stable-decay): the full lr until the last
-                               # quarter of the steps, then linearly down to a tenth; 'cosine': decay all along.
-                               # With wsd the plateau is left at the full rate, so 4000 steps do what 5000
-                               # cosine ones did (README A)
+                               # quarter of the steps, then linearly down to a tenth; 'cosine': decay all
+                               # along. With wsd the plateau is left at the full rate, so 4000 steps do
+                               # what 5000 cosine ones did (README A)
     grad_clip: float = 0.0     # clip the gradient's global norm at this before each step (0: never; nanoGPT
                                # clips at 1.0; here it moved which seed sits on a plateau: README A)
     # evaluation and logging
@@ -338,13 +338,18 @@ def make_optimizer(model, cfg):
 WSD_DECAY = 0.25   # --schedule wsd: the last quarter of the steps decays the rate
 
 
+def decay_start(cfg):
+    """--schedule wsd: the step at which the full rate starts to decay."""
+    return cfg.steps * (1 - WSD_DECAY)
+
+
 def get_lr(cfg, step):
     """Linear warmup; then 'wsd': the full rate, and over the last quarter of the steps a linear decay to a
     tenth; or 'cosine': a cosine decay to a tenth from the end of the warmup on."""
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
     if cfg.schedule == 'wsd':
-        start = cfg.steps * (1 - WSD_DECAY)
+        start = decay_start(cfg)
         return cfg.lr * (1 - 0.9 * min(1.0, max(0.0, step - start) / (cfg.steps - start)))
     ratio = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
     return cfg.lr * (0.1 + 0.45 * (1 + math.cos(math.pi * min(ratio, 1.0))))
@@ -656,7 +661,7 @@ def main(argv=None):
         print(f"       a curriculum: training problems of depth 1 at first, one depth more every "
               f"{cfg.curriculum} steps, every depth 1-{cfg.max_depth} from step "
               f"{(cfg.max_depth - 1) * cfg.curriculum} (the tests have every depth from the start)")
-    decay = (f"the full rate until step {round(cfg.steps * (1 - WSD_DECAY))}, then linearly down to a tenth"
+    decay = (f"the full rate until step {round(decay_start(cfg))}, then linearly down to a tenth"
              if cfg.schedule == 'wsd' else "then a cosine decay to a tenth")
     print(f"       lr {cfg.lr:g}: a {cfg.warmup}-step warmup, {decay} (--schedule {cfg.schedule})")
     why = (f"the identity terms (Boix-Adsera et al.) add a_h I to every head's scores and b_h I to its\n"
