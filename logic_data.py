@@ -18,14 +18,25 @@ a training batch. The test scenarios rename variables after a problem is sampled
     query  the query variable, everywhere it occurs, renamed to one unseen symbol
     all    every variable renamed to a distinct unseen symbol
 
-How a problem is made: first the structure is sampled (a planted derivation of the chosen depth,
-distractor rules that can never fire, a query that is provable or not), then `forward_chain` labels
-it. The solver is the single source of truth for the chain and the answer.
+How a problem is made: first the structure is sampled, then `forward_chain` labels it; the solver is the
+single source of truth for the chain and the answer. The structure (the default, layout 'shapes'):
+    a planted path     a fact, then 1..max_depth rules, each needing the atom derived just before it
+    facts              1-4 (the path starts from one of them; the others may be premises anywhere)
+    side rules         0-2 rules that fire but are not needed (their heads join the chain wherever forward
+                       chaining reaches them), or whose head is already known when they could fire
+    dead rules         0-3 rules with a premise that is never derivable: they never fire
+    the query          provable: the path's end, a fact, an atom on the path or a side rule's head;
+                       unprovable: a dead rule's premise or head, or a name in no rule
+All rules are shuffled, so side and dead rules stand before, between and after the path's. True and
+false are balanced within each depth. A shape family is (facts, side rules, dead rules); HELD_OUT lists
+the families the demo never trains on, to test it on shapes it never saw. `arbitrary` draws problems
+with no planted structure at all. Layout 'template' is the one layout of earlier versions (always 2
+facts, the path, 2 dead rules): a model trained on it learns the layout, not forward chaining.
 
 Forward chaining, the deterministic rule: known = facts; repeat { if the query is known, stop: T;
 the first rule in listed order whose premises are all known and whose head is not known yet fires,
 its head is appended to the chain; if none fires, stop: F }. (A query that is itself a fact gives an
-empty chain and T; the generator never makes one.)
+empty chain and T.)
 
 Run `python logic_data.py --n 5 --scenario all` to print a few, `--jsonl` for machine-readable output.
 """
@@ -35,7 +46,7 @@ import json
 import os
 import random
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # -----------------------------------------------------------------------------
 # vocabulary layout: special tokens, then the training pool, then the unseen pool
@@ -89,6 +100,8 @@ class Problem:
     query: str
     chain: list       # derived atoms, in forward-chaining order
     answer: bool
+    how: dict = field(default=None, compare=False, repr=False)  # how the generator made it (shape, depth,
+                                                                 # query kind), for tests; None if parsed
 
     def names(self):
         """Every variable name, in order of first appearance in the text."""
@@ -101,7 +114,7 @@ class Problem:
     def rename(self, mapping):
         m = lambda a: mapping.get(a, a)
         return Problem([m(a) for a in self.facts], [([m(p) for p in ps], m(h)) for ps, h in self.rules],
-                       m(self.query), [m(a) for a in self.chain], self.answer)
+                       m(self.query), [m(a) for a in self.chain], self.answer, self.how)
 
     def to_dict(self):
         return dict(facts=self.facts, rules=[[ps, h] for ps, h in self.rules], query=self.query,
@@ -177,27 +190,43 @@ def parse(text):
     return p
 
 # -----------------------------------------------------------------------------
-# the generator
+# the generator: many shapes (the default), or the one layout of earlier versions ('template')
+
+SHAPE_LIMITS = dict(facts=(1, 4), side=(0, 2), dead=(0, 3))   # per problem, inclusive
+# shape families (facts, side rules, dead rules) never drawn for training: the test of shapes never seen.
+# (1, 0, 0) is the smallest problem, 'u1 . u1 -> u2 . ? u2'; the other two are a middle and a wide one.
+HELD_OUT = ((1, 0, 0), (2, 1, 2), (4, 2, 0))
+LAYOUTS = ('shapes', 'template')
 
 
 @dataclass
 class GenConfig:
-    min_depth: int = 1        # length of the planted derivation (= length of the chain)
+    min_depth: int = 1        # length of the planted derivation (the path from a fact to its end)
     max_depth: int = 4
     max_premises: int = 2     # rules have 1..max_premises premises (at most 3)
-    n_extra_facts: int = 1    # facts beyond the one the derivation starts from
-    n_distractors: int = 2    # rules that can never fire (each has a premise that is never derivable)
+    layout: str = 'shapes'    # 'shapes': facts, side and dead rules, queries of every kind (below);
+                              # 'template': always 2 facts, the path and 2 dead rules (one layout)
+    held_out: tuple = ()      # shape families (facts, side, dead) never drawn: HELD_OUT for training
+    most: tuple = None        # the most (facts, side, dead) rules to draw (None: SHAPE_LIMITS' highs)
+    shape: tuple = None       # draw only this family (the held-out test sets)
 
     def max_names(self):
-        """The most distinct variables one problem can use (facts, derived atoms, 2 dead, distractor
-        heads)."""
-        return 1 + self.n_extra_facts + self.max_depth + 2 + max(self.n_distractors - 1, 0)
+        """The most distinct variables one problem can use (facts, path, side heads, dead atoms and
+        dead-rule heads, a query in no rule)."""
+        if self.layout == 'template':
+            return 2 + self.max_depth + 3
+        return SHAPE_LIMITS['facts'][1] + self.max_depth + SHAPE_LIMITS['side'][1] + 2 + \
+            SHAPE_LIMITS['dead'][1] + 1
 
     def max_tokens(self):
-        """The longest token sequence a problem can make: rules, facts, query, chain, answer, <eos>."""
+        """The longest token sequence a problem can make: facts, rules, query, chain, answer, <eos>."""
         rule = self.max_premises + 3                                   # premises -> head .
-        prompt = (self.max_depth + self.n_distractors) * rule + 2 * (1 + self.n_extra_facts) + 3
-        return prompt + self.max_depth + 2
+        if self.layout == 'template':
+            n_facts, n_side, n_dead = 2, 0, 2
+        else:
+            n_facts, n_side, n_dead = (SHAPE_LIMITS[k][1] for k in ('facts', 'side', 'dead'))
+        prompt = (self.max_depth + n_side + n_dead) * rule + 2 * n_facts + 3
+        return prompt + self.max_depth + n_side + 2
 
 
 def size_error(n_symbols, max_depth, max_premises):
@@ -206,24 +235,100 @@ def size_error(n_symbols, max_depth, max_premises):
         return '--max-premises must be 1, 2 or 3'
     if max_depth < 1:
         return '--max-depth must be >= 1'
-    need = GenConfig(max_depth=max_depth).max_names()
+    need = GenConfig(max_depth=max_depth + 2).max_names()    # + 2: the tests of longer chains
     if need > N_UNSEEN:
         return (f'--max-depth {max_depth} needs {need} distinct names per problem; '
                 f'the unseen pool has {N_UNSEEN}')
     if n_symbols < need:
-        return (f'--n-symbols must be >= {need}: a problem of depth {max_depth} uses up to {need} '
-                'distinct names')
+        return (f'--n-symbols must be >= {need}: a test problem (depth up to {max_depth + 2}, two steps beyond '
+                f'--max-depth) uses up to {need} distinct names')
     return None
 
 
+def draw_shape(rng, cfg):
+    """(facts, side rules, dead rules), uniform over the families not held out."""
+    if cfg.shape:
+        return cfg.shape
+    highs = cfg.most or [hi for _, hi in SHAPE_LIMITS.values()]
+    while True:
+        shape = tuple(rng.randint(lo, hi) for (lo, _), hi in zip(SHAPE_LIMITS.values(), highs))
+        if shape not in cfg.held_out:
+            return shape
+
+
 def sample_structure(rng, cfg, depth, provable):
-    """A problem over abstract atoms 0, 1, 2, ...: its facts, rules and query (not yet labelled)."""
+    """A problem over abstract atoms 0, 1, 2, ...: its facts, rules and query (not yet labelled), and the
+    number of atoms. Every problem has a planted path: a fact, then `depth` rules, each needing the atom
+    derived just before it. Around it, by the shape (facts, side, dead):
+      facts       1-4 facts; the path starts from one of them, the others may be premises anywhere
+      side rules  0-2 rules that fire but are not on the path (their chain steps are not needed), or whose
+                  head is already known when they could fire (they never fire)
+      dead rules  0-3 rules with a premise that is never derivable (they never fire)
+    All rules are shuffled, so side and dead rules stand before, between or after the path's.
+    The query: if provable, the path's end, a fact, an atom on the path, or a side rule's head; if not, a
+    dead rule's premise or head, or a name in no rule."""
+    if cfg.layout == 'template':
+        return sample_template(rng, cfg, depth, provable)
+    n_facts, n_side, n_dead = draw_shape(rng, cfg)
     n = 0
     def new():
         nonlocal n
         n += 1
         return n - 1
-    facts = [new() for _ in range(1 + cfg.n_extra_facts)]
+    premises = lambda pool: rng.sample(pool, min(rng.randint(1, cfg.max_premises), len(pool)))
+    facts = [new() for _ in range(n_facts)]
+    level = {a: 0 for a in facts}         # the path step after which an atom is surely known (facts: 0)
+    rules, last, path = [], rng.choice(facts), []
+    for i in range(1, depth + 1):         # the planted path
+        others = [a for a in level if a != last]
+        head = new()
+        rules.append(([last] + rng.sample(others, min(rng.randint(1, cfg.max_premises) - 1, len(others))),
+                      head))
+        level[head] = i
+        path.append(head)
+        last = head
+    side = []
+    for _ in range(n_side):
+        ps = premises(list(level))
+        top = max(level[p] for p in ps)
+        known = [a for a in facts + path if (level[a] < top or a in facts) and a not in ps]
+        if known and rng.random() < 0.3:  # a head known before its last premise: the rule never fires
+            rules.append((ps, rng.choice(known)))
+        else:
+            head = new()
+            rules.append((ps, head))
+            level[head] = top
+            side.append(head)
+    dead = [new() for _ in range(min(n_dead, 2))]  # never facts, never derived
+    for i in range(n_dead):
+        ps = [rng.choice(dead)] + rng.sample(list(level), min(rng.randint(1, cfg.max_premises) - 1,
+                                                               len(level)))
+        rng.shuffle(ps)
+        heads = [a for a in dead if a not in ps]
+        head = rng.choice(heads) if heads and rng.random() < 0.5 else new()
+        rules.append((ps, head))
+        dead.append(head)
+    if provable:
+        kind = rng.choice(['end'] * 3 + ['fact'] + ['path'] * bool(path[:-1]) + ['side'] * 2 * bool(side))
+        query = dict(end=last, fact=rng.choice(facts), path=rng.choice(path[:-1] or path),
+                     side=rng.choice(side or path))[kind]
+    else:
+        kind = 'dead' if dead and rng.random() < 0.75 else 'absent'
+        query = rng.choice(dead) if kind == 'dead' else new()
+    rng.shuffle(rules)
+    rng.shuffle(facts)
+    return facts, rules, query, n, dict(shape=(n_facts, n_side, n_dead), depth=depth, kind=kind)
+
+
+def sample_template(rng, cfg, depth, provable):
+    """The one layout of earlier versions: 2 facts, the path, 2 dead rules; the query is the path's end
+    or the head of a dead rule. A model trained on it learns the layout, not forward chaining."""
+    n = 0
+    def new():
+        nonlocal n
+        n += 1
+        return n - 1
+    facts = [new() for _ in range(2)]
     known, rules, last = list(facts), [], facts[0]
     for _ in range(depth):   # planted derivation: each rule needs the atom derived just before it
         others = [a for a in known if a != last]
@@ -233,7 +338,7 @@ def sample_structure(rng, cfg, depth, provable):
         known.append(head)
         last = head
     dead = [new() for _ in range(2)]   # never facts, never heads of a rule that fires
-    for i in range(max(cfg.n_distractors, 1)):
+    for i in range(2):
         k = rng.randint(1, cfg.max_premises) - 1
         premises = [dead[1] if i == 0 else rng.choice(dead)] + rng.sample(known, min(k, len(known)))
         rng.shuffle(premises)
@@ -243,7 +348,7 @@ def sample_structure(rng, cfg, depth, provable):
     query = last if provable else dead[0]
     rng.shuffle(rules)
     rng.shuffle(facts)
-    return facts, rules, query, n
+    return facts, rules, query, n, dict(shape=(2, 0, 2), depth=depth, kind='end' if provable else 'dead')
 
 
 def generate(rng, cfg, names, depth=None, provable=None):
@@ -251,12 +356,33 @@ def generate(rng, cfg, names, depth=None, provable=None):
     uniformly unless given, so true/false is balanced within each depth."""
     depth = depth or rng.randint(cfg.min_depth, cfg.max_depth)
     provable = rng.random() < 0.5 if provable is None else provable
-    facts, rules, query, n = sample_structure(rng, cfg, depth, provable)
+    facts, rules, query, n, how = sample_structure(rng, cfg, depth, provable)
     name = rng.sample(names, n)
     facts, query = [name[a] for a in facts], name[query]
     rules = [([name[a] for a in ps], name[h]) for ps, h in rules]
     chain, answer = forward_chain(facts, rules, query)
-    return Problem(facts, rules, query, chain, answer)
+    assert answer == provable, 'the structure and the solver disagree'
+    return Problem(facts, rules, query, chain, answer, how)
+
+
+def arbitrary(rng, cfg, names, provable=None):
+    """A random Horn problem with no planted structure: 1-4 facts and 1 to (the most rules a problem of
+    `cfg` has) rules over 3-10 atoms, premises and heads drawn at random, a random query; labelled by the
+    solver. Drawn again until its answer is `provable` (T/F balanced) and its chain is no longer than a
+    problem of `cfg` can have."""
+    provable = rng.random() < 0.5 if provable is None else provable
+    most_rules = cfg.max_depth + SHAPE_LIMITS['side'][1] + SHAPE_LIMITS['dead'][1]
+    while True:
+        atoms = rng.sample(names, rng.randint(3, 10))
+        facts = rng.sample(atoms, rng.randint(1, min(4, len(atoms) - 1)))
+        rules = []
+        for _ in range(rng.randint(1, most_rules)):
+            ps = rng.sample(atoms, rng.randint(1, min(cfg.max_premises, len(atoms) - 1)))
+            rules.append((ps, rng.choice([a for a in atoms if a not in ps])))
+        query = rng.choice(atoms)
+        chain, answer = forward_chain(facts, rules, query)
+        if answer == provable and len(chain) <= cfg.max_depth + SHAPE_LIMITS['side'][1]:
+            return Problem(facts, rules, query, chain, answer)
 
 
 def apply_scenario(rng, problem, scenario, vocab):
@@ -286,6 +412,9 @@ def main(argv=None):
     parser.add_argument('--n-symbols', type=int, default=5000, help='size of the training symbol pool')
     parser.add_argument('--max-depth', type=int, default=d.max_depth, help='longest planted derivation')
     parser.add_argument('--max-premises', type=int, default=1, help='premises per rule, 1 to 3')
+    parser.add_argument('--layout', choices=LAYOUTS, default=d.layout, help='shapes: problems of many shapes '
+                        '(the demo trains on these, less the held-out families); template: the one layout '
+                        'of earlier versions')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--jsonl', action='store_true', help='one JSON object per line')
     args = parser.parse_args(argv)
@@ -297,7 +426,7 @@ def main(argv=None):
     if error:
         parser.error(error)
     vocab = Vocab(args.n_symbols)
-    cfg = GenConfig(max_depth=args.max_depth, max_premises=args.max_premises)
+    cfg = GenConfig(max_depth=args.max_depth, max_premises=args.max_premises, layout=args.layout)
     rng = random.Random(args.seed)
     try:
         for _ in range(args.n):      # one at a time: the first line comes at once, memory stays constant

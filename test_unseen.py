@@ -54,27 +54,82 @@ def is_valid_derivation(p):
     return known
 
 
+def closure(facts, rules):
+    """An independent check of the solver: the least fixpoint by full passes, order ignored."""
+    known = set(facts)
+    while True:
+        more = {h for ps, h in rules if set(ps) <= known} - known
+        if not more:
+            return known
+        known |= more
+
+
+def check_labels(p):
+    """The solver's chain and answer, checked against `closure` and the listed-order rule."""
+    known = is_valid_derivation(p)
+    assert (p.chain, p.answer) == L.forward_chain(p.facts, p.rules, p.query)
+    full = closure(p.facts, p.rules)
+    assert p.answer == (p.query in full)
+    if p.answer:   # the chain stops as soon as the query is known
+        assert p.query in p.facts and not p.chain or p.chain[-1] == p.query and p.query not in p.chain[:-1]
+    else:          # everything derivable is derived
+        assert known == full
+    state = set(p.facts)
+    for atom in p.chain:   # each step is the first rule in listed order that can fire
+        first = next(h for ps, h in p.rules if set(ps) <= state and h not in state)
+        assert atom == first
+        state.add(atom)
+
+
 @pytest.mark.parametrize('max_premises', [1, 2, 3])
 def test_generated_chains_are_valid_and_labels_are_the_solvers(max_premises):
     vocab, cfg = L.Vocab(50), L.GenConfig(max_premises=max_premises)
     rng = random.Random(max_premises)
-    counts = {}
     for _ in range(2000):
         depth, provable = rng.randint(1, cfg.max_depth), rng.random() < 0.5
         p = L.generate(rng, cfg, vocab.train_names, depth, provable)
-        known = is_valid_derivation(p)
-        assert (p.chain, p.answer) == L.forward_chain(p.facts, p.rules, p.query)
-        assert p.answer == (p.query in known) == provable
-        assert len(p.chain) == depth                       # the planted depth is the chain's length
+        check_labels(p)
+        assert p.answer == provable and p.how['depth'] == depth
         assert all(len(ps) <= max_premises and h not in ps for ps, h in p.rules)
         assert len(p.names()) <= cfg.max_names()             # what the size checks of both CLIs rely on
-        counts[depth, provable] = counts.get((depth, provable), 0) + 1
-    assert len(counts) == 2 * cfg.max_depth                # every depth, both answers
-    # and the unconditioned sampler balances true/false within each depth
-    ps = [L.generate(rng, cfg, vocab.train_names) for _ in range(4000)]
+    t = L.GenConfig(max_premises=max_premises, layout='template')
+    for _ in range(500):                                     # the one layout: the chain is the planted path
+        p = L.generate(rng, t, vocab.train_names)
+        check_labels(p)
+        assert len(p.chain) == p.how['depth'] and len(p.facts) == 2 and len(p.rules) == p.how['depth'] + 2
+    for _ in range(500):
+        check_labels(L.arbitrary(rng, cfg, vocab.train_names))
+
+
+def test_the_shape_space():
+    """Every kind of fact, rule and query occurs, with T/F balanced within each depth; the held-out
+    families never do."""
+    vocab, rng = L.Vocab(60), random.Random(0)
+    cfg = L.GenConfig(max_premises=1, held_out=L.HELD_OUT)
+    ps = [L.generate(rng, cfg, vocab.train_names) for _ in range(6000)]
+    shapes = {p.how['shape'] for p in ps}
+    limits = [range(lo, hi + 1) for lo, hi in L.SHAPE_LIMITS.values()]
+    assert shapes == {(f, s, d) for f in limits[0] for s in limits[1] for d in limits[2]} - set(L.HELD_OUT)
+    assert {p.how['kind'] for p in ps} == {'end', 'fact', 'path', 'side', 'dead', 'absent'}
     for d in range(1, cfg.max_depth + 1):
-        answers = [p.answer for p in ps if len(p.chain) == d]
-        assert 0.4 < sum(answers) / len(answers) < 0.6
+        answers = [p.answer for p in ps if p.how['depth'] == d]
+        assert 0.45 < sum(answers) / len(answers) < 0.55
+    fired = lambda p: {h for ps_, h in p.rules if set(ps_) <= set(p.facts) | set(p.chain)}
+    never = lambda p: [h for ps_, h in p.rules if not set(ps_) <= closure(p.facts, p.rules)]
+    assert any(len(p.chain) > p.how['depth'] for p in ps)                # side rules that fire ...
+    assert any(p.answer and set(p.chain) - set(p.chain[-1:]) and          # ... in a chain that needs them not
+               p.how['kind'] == 'end' and len(p.chain) > p.how['depth'] for p in ps)
+    assert any(p.how['shape'][1] and any(h in p.facts for _, h in p.rules) for p in ps)   # head already known
+    assert any(len(never(p)) >= 3 for p in ps)                           # dead rules
+    assert any(p.query in p.facts for p in ps)                           # a query that is a fact
+    assert any(p.query not in [h for _, h in p.rules] + sum([r[0] for r in p.rules], []) for p in ps)
+    # side rules stand before the query is reached (in the chain) and after it (not in the chain)
+    ends = [p for p in ps if p.how['kind'] == 'end' and p.how['shape'][1] and not never(p)]
+    assert {len(p.chain) > p.how['depth'] for p in ends} == {True, False}
+    # a held-out family is drawn only when asked for
+    for _ in range(50):
+        p = L.generate(rng, replace(cfg, shape=(1, 0, 0)), vocab.train_names, depth=2, provable=True)
+        assert len(p.facts) == 1 and len(p.rules) == 2 and p.how['shape'] == (1, 0, 0)
 
 
 def test_the_longest_problem_fits_the_position_table():
@@ -82,7 +137,7 @@ def test_the_longest_problem_fits_the_position_table():
         g = L.GenConfig(max_depth=depth, max_premises=premises)
         vocab, rng = L.Vocab(50), random.Random(depth)
         lengths = [len(vocab.encode(L.generate(rng, g, vocab.train_names))[0]) for _ in range(3000)]
-        assert max(lengths) <= g.max_tokens() and max(lengths) >= g.max_tokens() - premises - 1
+        assert g.max_tokens() - 4 * premises <= max(lengths) <= g.max_tokens()
 
 
 def test_scenarios_rename_correctly():
@@ -179,6 +234,29 @@ def test_no_unseen_symbol_reaches_a_training_batch(monkeypatch):
     assert not torch.isin(ids, torch.tensor(vocab.unseen_ids)).any()
 
 
+@pytest.mark.parametrize('shape_curriculum', [False, True])
+def test_held_out_shapes_never_reach_a_training_batch(monkeypatch, shape_curriculum):
+    drawn, real = [], L.generate
+
+    def spy(*args, **kw):
+        drawn.append(real(*args, **kw))
+        return drawn[-1]
+    monkeypatch.setattr(L, 'generate', spy)
+    cfg = replace(TINY, max_depth=4, curriculum=20, shape_curriculum=shape_curriculum)
+    data = U.batches(random.Random(0), cfg, L.Vocab(cfg.n_symbols))
+    for _ in range(80):
+        next(data)
+    shapes = {p.how['shape'] for p in drawn}
+    assert len(drawn) >= 80 * cfg.batch_size and len(shapes) > 30
+    assert not shapes & set(L.HELD_OUT)
+    # while the tests of held-out shapes hold nothing else
+    sets = U.shape_sets(replace(cfg, eval_n=40), L.Vocab(cfg.n_symbols))
+    for f in L.HELD_OUT:
+        name = next(n for n in sets if n.startswith('held-out') and f"{f[1]} side, {f[2]} dead" in n
+                    and n.split(': ')[1].startswith(str(f[0])))
+        assert {p.how['shape'] for p in sets[name]['none'] + sets[name]['all']} == {f}
+
+
 def test_length_grouping_only_when_asked_for_every_draw():
     """Grouped batches pad only to their own longest problem; ungrouped ones are random. Checked over
     several draws of `ahead` batches (a bug once reset the switch after the first draw)."""
@@ -192,8 +270,8 @@ def test_length_grouping_only_when_asked_for_every_draw():
             out.append((lengths.max() - lengths.min()).item())
         return out
     grouped, random_ = spreads(True), spreads(False)
-    # grouped: one length per batch, except where a draw's sorted problems cross from one length to the next
-    assert sum(s > 0 for s in grouped) <= 3
+    # grouped: each batch spans a few neighbouring lengths of the sorted draw
+    assert 2 * sum(grouped) < sum(random_) and max(grouped) < min(random_) + 5
     assert all(s > 0 for s in random_)                   # ungrouped, later draws too: lengths mixed
 
 
@@ -201,8 +279,12 @@ def test_curriculum_grows_the_training_depth_and_leaves_the_tests_whole():
     """--curriculum N: training problems are of depth 1 first, one depth more every N steps; the test
     problems have every depth from the start. A problem of depth d has d + 2 targets (the chain of d
     atoms, provable or not, then T or F, then <eos>)."""
-    cfg = replace(TINY, max_depth=4, curriculum=8, batch_size=16)
+    cfg = replace(TINY, max_depth=4, curriculum=8, batch_size=16, layout='template')   # chain = depth
     assert [cfg.depth_at(s) for s in (0, 7, 8, 16, 23, 24, 32, 10 ** 6)] == [1, 1, 2, 3, 3, 4, 4, 4]
+    # --shape-curriculum: the most facts, side and dead rules grow with the depth, all from the last stage
+    shaped = replace(cfg, layout='shapes', shape_curriculum=True)
+    assert [shaped.gen(s).most for s in (0, 8, 16, 24)] == [(2, 0, 1), (3, 1, 2), (4, 2, 3), None]
+    assert replace(shaped, shape_curriculum=False).gen(0).most is None and shaped.gen().most is None
     vocab = L.Vocab(cfg.n_symbols)
     depths_of = lambda data, n: [((y != -1).sum(1) - 2).tolist() for _, y in (next(data) for _ in range(n))]
     depths = depths_of(U.batches(random.Random(0), cfg, vocab, ahead=8), 40)
@@ -320,9 +402,10 @@ def test_evaluation_splits_each_scenario_into_provable_and_unprovable(trained):
     acc = U.evaluate(model, vocab, sets)
     for s, problems in sets.items():
         ok = U.exact_match(model, *U.make_batch(problems, vocab))
-        # provable: derives the query
-        T = [bool(o) for o, p in zip(ok, problems) if p.chain and p.chain[-1] == p.query]
-        F = [bool(o) for o, p in zip(ok, problems) if not (p.chain and p.chain[-1] == p.query)]
+        # provable: the query is a fact, or the chain derives it
+        provable = lambda p: p.query in p.facts or p.chain[-1:] == [p.query]
+        T = [bool(o) for o, p in zip(ok, problems) if provable(p)]
+        F = [bool(o) for o, p in zip(ok, problems) if not provable(p)]
         assert T and F
         assert acc[s + '_T'] == pytest.approx(sum(T) / len(T))
         assert acc[s + '_F'] == pytest.approx(sum(F) / len(F))
@@ -484,7 +567,7 @@ def test_unseen_rows_collapse_under_weight_decay_and_not_when_frozen():
     start, end = h[0], h[-1]
     assert start['cos_unseen'] < 0.1
     assert end['cos_unseen'] > 0.9                                   # the unseen rows collapsed ...
-    assert end['cos_train'] < 0.2                                    # ... the training rows did not
+    assert end['cos_train'] < end['cos_unseen'] - 0.5                # ... the training rows did not
     _, _, h = U.train(replace(cfg, freeze_emb=True), log=lambda s: None)
     assert h[-1]['cos_unseen'] == h[0]['cos_unseen']
 
@@ -539,13 +622,18 @@ def test_teacher_forced_exact_match_equals_greedy_decoding(trained):
 def test_a_checkpoint_is_evaluated_on_its_own_test_problems(trained):
     model, vocab, cfg, path = trained
     acc = U.evaluate(model, vocab, U.eval_sets(cfg, vocab))           # what the training run measured
-    r = run('unseen.py', '--ckpt', str(path), '--unseen', 'none')
+    before = sorted(os.listdir(path.parent))
+    out = path.parent.parent / 'pictures'
+    r = run('unseen.py', '--ckpt', str(path), '--unseen', 'none', '--out', str(out))
     assert r.returncode == 0, r.stderr
     for s in L.SCENARIOS:
         assert f"  {s:<6}{U.acc_str(acc, s)}" in r.stdout.splitlines()
     assert 'teacher-forced accuracy per target position (none): step 1 ' in r.stdout
     assert U.rows_str(U.rows_stats(model, vocab)) in r.stdout.splitlines()   # the very model's rows
-    assert (path.parent / 'ckpt_rows.png').stat().st_size > 10_000          # the picture, next to it
+    shapes = U.evaluate_shapes(model, vocab, U.shape_sets(cfg, vocab))       # and its shapes never seen
+    assert U.shapes_str(shapes) in r.stdout
+    assert (out / 'ckpt_rows.png').stat().st_size > 10_000                  # the picture, where asked
+    assert sorted(os.listdir(path.parent)) == before                        # nothing next to the checkpoint
     r = run('unseen.py', '--ckpt', str(path), '--steps', '5')
     assert r.returncode == 2 and 'cannot take --steps' in r.stderr
 
@@ -554,13 +642,14 @@ def test_accuracy_by_position_names_each_target_position(trained):
     model, vocab, cfg, _ = trained
     problems = L.make_problems(random.Random(3), cfg.gen(), vocab, 80)      # depth 1: one chain step
     by_pos = U.accuracy_by_position(model, vocab, problems)
-    assert list(by_pos) == ['step 1', 'answer', '<eos>']
+    longest = max(len(p.chain) for p in problems)                          # side rules: chains of 2 too
+    assert longest >= 2 and list(by_pos) == [f'step {k + 1}' for k in range(longest)] + ['answer', '<eos>']
     # an independent count: position j of a problem's target is chain step j+1, then the answer, then <eos>
     x, y = U.make_batch(problems, vocab)
     right = (model(x)[0].argmax(-1) == y)
     answer_ok = [right[i, (y[i] != -1).nonzero()[len(p.chain), 0]].item() for i, p in enumerate(problems)]
     assert by_pos['answer'] == pytest.approx(sum(answer_ok) / len(problems))
-    first = [right[i, (y[i] != -1).nonzero()[0, 0]].item() for i in range(len(problems))]
+    first = [right[i, (y[i] != -1).nonzero()[0, 0]].item() for i, p in enumerate(problems) if p.chain]
     assert by_pos['step 1'] == pytest.approx(sum(first) / len(first))
     assert 0 < by_pos['step 1'] < 1 or 0 < by_pos['answer'] < 1     # not a constant: the check has teeth
 
@@ -636,6 +725,49 @@ def test_checkpoint_round_trip_and_ask(trained, capsys):
         assert complaint in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+def test_problems_file_is_solved_and_scored_like_greedy_decoding(trained, tmp_path):
+    model, vocab, cfg, path = trained
+    rng = random.Random(11)
+    problems = L.make_problems(rng, cfg.gen(), vocab, 30, 'all') + L.make_problems(rng, cfg.gen(), vocab, 10)
+    lines = ['# my problems', '', L.to_text(problems[0])]                      # with its solution
+    lines += [json.dumps(p.to_dict()) for p in problems[1:10]]                 # as logic_data.py --jsonl
+    lines += [L.to_text(p).split(' : ')[0] for p in problems[10:]]            # without
+    f = tmp_path / 'mine.txt'
+    f.write_text('\n'.join(lines) + '\n')
+    right = []
+    for p in problems:                                                         # real greedy decoding
+        ids, n_prompt = vocab.encode(p)
+        right.append(U.generate(model, vocab, ids[:n_prompt]) == ids[n_prompt:-1])
+    r = run('unseen.py', '--ckpt', str(path), '--problems', str(f))
+    assert r.returncode == 0, r.stderr
+    t = [ok for ok, p in zip(right, problems) if p.answer]
+    assert r.stdout.splitlines()[0] == (
+        f"{f}: {sum(right)} of 40 problems solved ({sum(right) / 40:.1%}; provable {sum(t)} of {len(t)}, "
+        f"unprovable {sum(right) - sum(t)} of {40 - len(t)})")
+    assert 0 < sum(right) < 40                                                 # the count has teeth
+    assert r.stdout.count('WRONG') == min(5, 40 - sum(right))
+
+
+@pytest.mark.parametrize('content, complaint', [
+    ('u1 . u1 -> u2 . ? u2\nu1 . u1 -> u2 ? u2\n', "line 2: statement 'u1 -> u2' must end with '.'"),
+    ('u1 . u1 -> u2 . ? u2 : u2 F\n', "line 1: the given solution 'u2 F' is not the forward-chaining one"),
+    ('{"facts": ["u1"]}\n', "line 1: a JSON line needs a 'text' field"),
+    ('{"text": \n', 'line 1: not valid JSON'),
+    ('# nothing\n\n', 'no problems in it'),
+    ('u1 . u1 -> zz . ? zz\n', "problem 1: unknown name 'zz'"),
+    (' . '.join(f'x{i} -> x{i + 1}' for i in range(30)) + ' . x0 . ? x30\n', 'problem 1: too long'),
+    (b'\xff\xfe', 'cannot read it'),
+])
+def test_a_bad_problems_file_gets_one_line_naming_it(trained, tmp_path, content, complaint):
+    f = tmp_path / 'bad.txt'
+    f.write_bytes(content if isinstance(content, bytes) else content.encode())
+    r = run('unseen.py', '--ckpt', str(trained[3]), '--problems', str(f))
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [r.stderr.strip()]
+    assert complaint in r.stderr and str(f) in r.stderr
+    r = run('unseen.py', '--ckpt', str(trained[3]), '--problems', str(tmp_path / 'none.txt'))
+    assert r.returncode == 1 and 'cannot read it (No such file or directory)' in r.stderr
+
+
 @pytest.mark.parametrize('args, complaint', [
     (['--unseen', 'some'], "invalid choice: 'some'"),
     (['--steps', '0'], '--steps must be >= 1'),
@@ -645,7 +777,7 @@ def test_checkpoint_round_trip_and_ask(trained, capsys):
     (['--n-embd', '30', '--n-head', '4'], 'divisible'),
     (['--max-premises', '4'], '--max-premises must be 1, 2 or 3'),
     (['--max-depth', '200'], 'the unseen pool has 100'),
-    (['--n-symbols', '5'], '--n-symbols must be >= 9'),
+    (['--n-symbols', '5'], '--n-symbols must be >= 18'),
     (['--ask', 'x1 -> x2 . x1 . ? x2'], '--ask needs --ckpt'),
     (['--ask', 'x1 . ? x1', '--ckpt', 'no/such.pt'], 'no such file'),
     (['--device', 'tpu'], '--device tpu'),

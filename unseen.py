@@ -66,6 +66,8 @@ class Config:
     curriculum: int = 500      # training problems start at depth 1, and every this many steps one depth
                                # more is allowed, up to max_depth (0: every depth from the start). Tests
                                # always have every depth
+    layout: str = 'shapes'     # 'shapes': problems of many shapes (logic_data.py); 'template': one layout
+    shape_curriculum: bool = False
     # model
     n_layer: int = 3
     n_head: int = 4
@@ -110,16 +112,20 @@ class Config:
 
     def gen(self, step=None):
         """The generator's settings: of the test problems, or (with `step`) of the training problems then."""
-        return L.GenConfig(max_depth=self.max_depth if step is None else self.depth_at(step),
-                           max_premises=self.max_premises)
+        stage = self.max_depth if step is None else self.depth_at(step)
+        most = None if stage == self.max_depth or not self.shape_curriculum else \
+            (min(4, stage + 1), min(2, stage - 1), min(3, stage))
+        return L.GenConfig(max_depth=stage, max_premises=self.max_premises, layout=self.layout,
+                           held_out=L.HELD_OUT if self.layout == 'shapes' else (), most=most)
 
     def depth_at(self, step):
         """--curriculum: the deepest derivation in the training problems at `step` (1, then 2, ...)."""
         return min(self.max_depth, 1 + step // self.curriculum) if self.curriculum else self.max_depth
 
     def block_size(self):
-        """Longest sequence the generator can make (and `--ask` accepts)."""
-        return self.gen().max_tokens()
+        """Longest sequence the model reads: a problem of the generator's with a chain two steps longer
+        than training has (the test of depth beyond training)."""
+        return replace(self.gen(), max_depth=self.max_depth + 2).max_tokens()
 
 # -----------------------------------------------------------------------------
 # the model: nanoGPT, with identity terms and copy attention
@@ -397,6 +403,33 @@ def eval_sets(cfg, vocab):
     rng = random.Random(cfg.seed + 12345)
     return {s: L.make_problems(rng, cfg.gen(), vocab, cfg.eval_n, s) for s in L.SCENARIOS}
 
+
+def shape_sets(cfg, vocab):
+    """Test sets of problems whose shape training never drew, each in training names ('none') and the
+    same problems in unseen names ('all'): the held-out shape families, the other layout, arbitrary Horn
+    problems (random facts and rules, no planted path), and chains one and two steps longer than any in
+    training. A model that learned forward chaining solves them; one that learned a layout does not."""
+    rng, g, n = random.Random(cfg.seed + 54321), cfg.gen(), max(1, cfg.eval_n // 2)
+    draw = {}
+    if cfg.layout == 'shapes':
+        for f in L.HELD_OUT:
+            draw[f"held-out shape: {f[0]} fact{'s' * (f[0] > 1)}, {f[1]} side, {f[2]} dead rules"] = \
+                replace(g, shape=f, held_out=())
+        draw['the template layout (2 facts, the path, 2 dead rules)'] = replace(g, layout='template')
+    else:
+        draw['every shape (the default layout)'] = replace(g, layout='shapes', held_out=())
+    for d in (1, 2):
+        draw[f'chains {d} step{"s" * (d > 1)} longer (depth {cfg.max_depth + d})'] = \
+            replace(g, min_depth=cfg.max_depth + d, max_depth=cfg.max_depth + d)
+    sets = {name: [L.generate(rng, gen, vocab.train_names) for _ in range(n)] for name, gen in draw.items()}
+    sets['arbitrary Horn problems'] = [L.arbitrary(rng, g, vocab.train_names) for _ in range(n)]
+    return {name: {s: [L.apply_scenario(rng, p, s, vocab) for p in ps] for s in ('none', 'all')}
+            for name, ps in sets.items()}
+
+
+def held_out_names(sets):
+    return [name for name in sets if name.startswith('held-out') or name.startswith('every shape')]
+
 # -----------------------------------------------------------------------------
 # evaluation: exact match under greedy decoding, and the collapse metric
 
@@ -450,6 +483,21 @@ def evaluate(model, vocab, sets, device='cpu'):
             acc[key] = ok[sel].float().mean().item() if sel else float('nan')
     model.train()
     return acc
+
+
+def evaluate_shapes(model, vocab, sets, device='cpu'):
+    """Exact match on each of `shape_sets`, in training and in unseen names; 'held-out shapes, mean' is the
+    mean over the held-out families."""
+    acc = {name: evaluate(model, vocab, pair, device) for name, pair in sets.items()}
+    held = held_out_names(sets)
+    mean = {s: sum(acc[h][s] for h in held) / len(held) for s in ('none', 'all')}
+    return {**{h: acc[h] for h in held}, 'held-out shapes, mean': mean, **acc}
+
+
+def shapes_str(acc):
+    lines = ['problems of shapes never trained on: exact match in training names / unseen names']
+    lines += [f"  {name:<56}{a['none']:7.1%} / {a['all']:6.1%}" for name, a in acc.items()]
+    return '\n'.join(lines)
 
 
 def accuracy_keys():
@@ -573,11 +621,11 @@ def train(cfg, log=print):
 # outputs: verdict, plot, checkpoint
 
 
-def verdict(cfg, history, headline):
+def verdict(cfg, history, headline, shapes=None):
     last = history[-1]
     lines = ['', f"{'scenario':<10}{'exact match':>12}",
              *[f"{s + (' *' if s == headline else ''):<10}{last[s]:>12.1%}" for s in L.SCENARIOS],
-             rows_str(last), '']
+             rows_str(last), '', *([shapes_str(shapes), ''] if shapes else [])]
     acc = last[headline]
     what = {'none': 'problems in training symbols', 'query': 'problems whose query is an unseen symbol',
             'all': 'problems written entirely in unseen symbols'}[headline]
@@ -593,6 +641,10 @@ def verdict(cfg, history, headline):
                if not learned else "it learned the task, and that carries over to the unseen names."
                if acc >= 0.9 else "it learned the task, so what fails is the unseen names.")
         lines.append(f"         in training symbols it solves {last['none']:.1%}: {why}")
+        if shapes:
+            held = shapes['held-out shapes, mean']
+            lines.append(f"         on shapes it never trained on it solves {held['none']:.1%} in training symbols, "
+                         f"{held['all']:.1%} in unseen ones.")
     if last['cos_unseen'] > 0.5 and not cfg.freeze_emb:
         lines.append(f"         its unseen unembeddings collapsed (mean cosine {last['cos_unseen']:.2f}): "
                      "it cannot tell unseen symbols apart.")
@@ -629,8 +681,9 @@ def plot(history, path, title):
     plt.close(fig)
 
 
-def save_checkpoint(path, model, cfg, history):
-    torch.save({'model': model.state_dict(), 'config': asdict(cfg), 'history': history}, path)
+def save_checkpoint(path, model, cfg, history, shapes=None):
+    torch.save({'model': model.state_dict(), 'config': asdict(cfg), 'history': history, 'shapes': shapes},
+               path)
 
 # -----------------------------------------------------------------------------
 # main
@@ -677,10 +730,11 @@ def main(argv=None):
             os.rmdir(out)
         sys.exit(f"error: {str(e) or 'interrupted (Ctrl-C)'}; nothing was saved")
     wall = time.time() - t0
-    save_checkpoint(os.path.join(out, 'ckpt.pt'), model, cfg, history)
+    shapes = evaluate_shapes(model, vocab, shape_sets(cfg, vocab), cfg.device)
+    save_checkpoint(os.path.join(out, 'ckpt.pt'), model, cfg, history, shapes)
     plot(history, os.path.join(out, 'training.png'), f'{name}, verdict on --unseen {args.unseen}')
     plot_rows(model, cfg, vocab, os.path.join(out, 'ckpt_rows.png'))
-    print(verdict(cfg, history, args.unseen))
+    print(verdict(cfg, history, args.unseen, shapes))
     print(f"trained in {wall // 60:.0f} min {wall % 60:.0f} s")
     mistakes(model, vocab, cfg, args.unseen)
     print(f"\nwrote {out}/ckpt.pt, {out}/training.png and {out}/ckpt_rows.png; try:\n"
@@ -746,6 +800,25 @@ def mistakes(model, vocab, cfg, scenario, n=3):
         show(vocab, p, vocab.decode(generate(model, vocab, ids[:n_prompt])))
 
 
+def beyond_training(cfg, p):
+    """Where a problem lies outside what training drew (more facts, rules, premises or chain steps), in
+    words, or None."""
+    g = cfg.gen()
+    if g.layout == 'template':
+        most = dict(facts=2, rules=g.max_depth + 2, chain=g.max_depth)
+    else:
+        most = dict(facts=L.SHAPE_LIMITS['facts'][1],
+                    rules=g.max_depth + L.SHAPE_LIMITS['side'][1] + L.SHAPE_LIMITS['dead'][1],
+                    chain=g.max_depth + L.SHAPE_LIMITS['side'][1])
+    have = dict(facts=len(p.facts), rules=len(p.rules), chain=len(p.chain))
+    over = [f"{have[k]} {'chain steps' if k == 'chain' else k} (training: at most {most[k]})"
+            for k in most if have[k] > most[k]]
+    premises = max((len(ps) for ps, _ in p.rules), default=0)
+    if premises > g.max_premises:
+        over.append(f'a rule with {premises} premises (training: at most {g.max_premises})')
+    return 'this problem has ' + ', '.join(over) if over else None
+
+
 def ask(model, vocab, cfg, text):
     """Print the model's chain and answer for a problem in the text form, and for each token it writes
     the top three candidates with their logits and, with copy attention, the context position it copies
@@ -754,6 +827,9 @@ def ask(model, vocab, cfg, text):
     ids, n_prompt = vocab.encode(p)
     if len(ids) > cfg.block_size():
         raise ValueError(f"problem too long: {len(ids)} tokens, this model reads at most {cfg.block_size()}")
+    note = beyond_training(cfg, p)
+    if note:
+        print(f"note: {note}; the model never trained on a problem like it")
     trace = []
     out = generate(model, vocab, ids[:n_prompt], trace)
     ok = show(vocab, p, vocab.decode(out))
@@ -790,13 +866,71 @@ def load_checkpoint(path, device='cpu'):
     return model, L.Vocab(cfg.n_symbols), cfg
 
 
+def read_problems(path):
+    """Problems from a file, one per line: the text form (a solution after ':' is checked against the
+    solver) or a JSON object with a 'text' field, as `logic_data.py --jsonl` writes; blank lines and
+    lines starting with '#' are skipped. ValueError naming the file and line of the first bad one."""
+    problems = []
+    try:
+        with open(path, encoding='utf-8') as f:
+            lines = f.read().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"--problems {path}: cannot read it ({getattr(e, 'strerror', None) or e})")
+    for i, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line or line.startswith('#'):
+            continue
+        try:
+            if line.startswith('{'):
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError:
+                    raise ValueError('not valid JSON')
+                if not isinstance(obj, dict) or not isinstance(obj.get('text'), str):
+                    raise ValueError("a JSON line needs a 'text' field (as logic_data.py --jsonl writes)")
+                line = obj['text']
+            problems.append(L.parse(line))
+        except (ValueError, RecursionError) as e:
+            raise ValueError(f'{path}, line {i}: {e}')
+    if not problems:
+        raise ValueError(f'{path}: no problems in it (one per line)')
+    return problems
+
+
+def solve_problems(model, vocab, cfg, problems, path, n_show=5):
+    """--problems: exact match of a model on a user's own problems, with its first mistakes."""
+    for i, p in enumerate(problems):
+        try:
+            ids, _ = vocab.encode(p)
+        except ValueError as e:
+            raise ValueError(f'{path}, problem {i + 1}: {e}')
+        if len(ids) > cfg.block_size():
+            raise ValueError(f'{path}, problem {i + 1}: too long: {len(ids)} tokens, this model reads at '
+                             f'most {cfg.block_size()}')
+    ok = torch.cat([exact_match(model, *make_batch(problems[i:i + 256], vocab, cfg.device))
+                    for i in range(0, len(problems), 256)]).tolist()
+    split = lambda answer: [r for r, p in zip(ok, problems) if p.answer == answer]
+    t, f = split(True), split(False)
+    print(f"{path}: {sum(ok)} of {len(ok)} problems solved ({sum(ok) / len(ok):.1%}; "
+          f"provable {sum(t)} of {len(t)}, unprovable {sum(f)} of {len(f)})")
+    wrong = [p for p, r in zip(problems, ok) if not r]
+    for p in wrong[:n_show]:
+        ids, n_prompt = vocab.encode(p)
+        print()
+        show(vocab, p, vocab.decode(generate(model, vocab, ids[:n_prompt])))
+    return sum(ok) / len(ok)
+
+
 def evaluate_checkpoint(args):
-    """--ckpt PATH: a trained model on its own three test sets in seconds (with the mistakes and the rows
-    picture), or --ask: one problem through it."""
+    """--ckpt PATH: a trained model on its own test sets in seconds (the three scenarios, the shapes it never
+    trained on, the mistakes and the rows picture), --ask: one problem through it, --problems: a file."""
     try:
         model, vocab, cfg = load_checkpoint(args.ckpt, pick_device(args.device))
         if args.ask is not None:
             ask(model, vocab, cfg, args.ask)
+            return
+        if args.problems is not None:
+            solve_problems(model, vocab, cfg, read_problems(args.problems), args.problems)
             return
     except ValueError as e:
         sys.exit(f'error: {e}')
@@ -805,8 +939,11 @@ def evaluate_checkpoint(args):
     for s in L.SCENARIOS:
         print(f"  {s:<6}{acc_str(acc, s)}")
     print(rows_str(rows_stats(model, vocab)))
+    print(shapes_str(evaluate_shapes(model, vocab, shape_sets(cfg, vocab), cfg.device)))
     mistakes(model, vocab, cfg, args.unseen)
-    rows = os.path.splitext(args.ckpt)[0] + '_rows.png'          # next to the checkpoint
+    out = args.out or 'runs'          # never next to the checkpoint: that may be the README's assets/
+    os.makedirs(out, exist_ok=True)
+    rows = os.path.join(out, os.path.splitext(os.path.basename(args.ckpt))[0] + '_rows.png')
     plot_rows(model, cfg, vocab, rows)
     print(f"\nwrote {rows}")
 
@@ -1224,6 +1361,9 @@ def parse_args(argv=None):
     a('--max-premises', type=int, default=d.max_premises, help='premises per rule (1 to 3)')
     a('--curriculum', type=int, default=d.curriculum, metavar='N', help='training problems start at '
       'depth 1, one depth more every N steps (0: every depth from the start)')
+    a('--layout', choices=L.LAYOUTS, default=d.layout, help='shapes: problems of many shapes; template: '
+      'the one layout of earlier versions (2 facts, the path, 2 dead rules)')
+    a('--shape-curriculum', action=argparse.BooleanOptionalAction, default=d.shape_curriculum)
     a('--n-layer', type=int, default=d.n_layer)
     a('--n-head', type=int, default=d.n_head)
     a('--n-embd', type=int, default=d.n_embd, help='model width')
@@ -1242,6 +1382,8 @@ def parse_args(argv=None):
       'bfloat16 (autocast); auto: bf16 where the hardware is fast at it')
     a('--out', default=None, help='output folder (default: runs/<time>_<switches>)')
     a('--ask', metavar='TEXT', help="solve one problem, e.g. 'u1 . u1 -> u2 . ? u2', with --ckpt")
+    a('--problems', metavar='FILE', help='with --ckpt: solve every problem in FILE (one per line: the text '
+      'form, or JSON lines from logic_data.py --jsonl)')
     a('--ckpt', metavar='PATH', help='checkpoint written by a training run: evaluate it on the three '
       'scenarios (mistakes shown for --unseen), or solve one problem with --ask')
     a('--grid', action='store_true', help="train every configuration of the paper's table (2 seeds each) and "
@@ -1261,7 +1403,7 @@ def parse_args(argv=None):
                                                          'precision', 'out'))
     on_bench = given(('unseen', 'steps', 'curriculum', 'eval_every', 'eval_n', 'precision', 'out', 'ask',
                       'ckpt'))
-    on_ckpt = given(k for k in vars(args) if k not in ('ckpt', 'ask', 'unseen', 'device'))
+    on_ckpt = given(k for k in vars(args) if k not in ('ckpt', 'ask', 'problems', 'unseen', 'device', 'out'))
     open_low = ('lr', 'emb_norm')   # a zero lr or norm trains nothing; nan and inf fail every comparison
     ranges = (('lr', 0, 1), ('weight_decay', 0, 10), ('grad_clip', 0, 1000), ('identity_a', -100, 100),
               ('identity_b', -100, 100), ('emb_norm', 0, 100))
@@ -1282,8 +1424,11 @@ def parse_args(argv=None):
         (args.seeds is not None and args.seeds < 1, '--seeds must be >= 1'),
         (args.ask is not None and not args.ckpt,
          '--ask needs --ckpt PATH (a checkpoint written by a training run)'),
-        (args.ckpt and args.ask is None and on_ckpt, '--ckpt evaluates a trained model on its own test '
-         f"problems; it cannot take {' '.join(on_ckpt)} (only --unseen, --device, or --ask)"),
+        (args.problems is not None and not args.ckpt,
+         '--problems needs --ckpt PATH (a checkpoint written by a training run)'),
+        (args.problems is not None and args.ask is not None, '--ask and --problems: give one of them'),
+        (args.ckpt and on_ckpt, '--ckpt evaluates a trained model on its own test problems; it cannot '
+         f"take {' '.join(on_ckpt)} (only --unseen, --device, --out, --ask or --problems)"),
         (args.ckpt and not os.path.isfile(args.ckpt), f'--ckpt {args.ckpt}: no such file'),
         *[(getattr(args, k) < 1, f'{flag(k)} must be >= 1')
           for k in ('steps', 'batch_size', 'eval_every', 'eval_n', 'n_layer', 'n_head', 'n_embd')],
