@@ -1085,8 +1085,9 @@ def finetune_plot(ft, path):
 # C. --grid: the paper's table (configurations x test scenarios), then the fine-tuning contrast
 
 
-# one common setting for every row: the demo's model, symbol pool and schedule on shallower problems
-# (depth 1-2) and 4000 steps, so that 2 seeds of every row fit in half an hour on 2 CPU cores (25 min; the
+# one common setting for every row: the demo's model, symbol pool and schedule on shallower problems of the
+# one layout (depth 1-2; problems of every shape need far longer runs) and 4000 steps, so that 2 seeds of
+# every row fit in half an hour on 2 CPU cores (25 min; the
 # standard model's seeds solve 99% of them in training symbols by then: README);
 # --quick is for a class: one seed, 1200 steps, most rows still learning (about 5 minutes)
 GRID = dict(n_symbols=5000, max_depth=2, steps=4000, eval_every=1000, eval_n=500, layout='template')
@@ -1400,12 +1401,14 @@ def parse_args(argv=None):
       'depth 1, one depth more every N steps (0: every depth from the start)')
     a('--layout', choices=L.LAYOUTS, default=d.layout, help='shapes: problems of many shapes; template: '
       'the one layout of earlier versions (2 facts, the path, 2 dead rules)')
-    a('--shape-curriculum', action=argparse.BooleanOptionalAction, default=d.shape_curriculum)
+    a('--shape-curriculum', action=argparse.BooleanOptionalAction, default=d.shape_curriculum,
+      help='with --curriculum: small shapes first (at most 2 facts, no side and 1 dead rule), every shape '
+      'from the last stage')
     a('--n-layer', type=int, default=d.n_layer)
     a('--n-head', type=int, default=d.n_head)
     a('--n-embd', type=int, default=d.n_embd, help='model width')
-    a('--steps', type=int, default=None, help='default: by --layout, shapes 10000, template 4000')
-    a('--batch-size', type=int, default=None, help='default: by --layout, shapes 128, template 64')
+    a('--steps', type=int, default=None, help='%(default)s: by --layout, shapes 10000, template 4000')
+    a('--batch-size', type=int, default=None, help='%(default)s: by --layout, shapes 128, template 64')
     a('--lr', type=float, default=d.lr)
     a('--schedule', choices=('wsd', 'cosine'), default=d.schedule, help='after the warmup, wsd: the full lr, '
       'then a linear decay to a tenth over the last quarter of the steps; cosine: a cosine decay to a tenth')
@@ -1422,9 +1425,10 @@ def parse_args(argv=None):
     a('--problems', metavar='FILE', help='with --ckpt: solve every problem in FILE (one per line: the text '
       'form, or JSON lines from logic_data.py --jsonl)')
     a('--ckpt', metavar='PATH', help='checkpoint written by a training run: evaluate it on the three '
-      'scenarios (mistakes shown for --unseen), or solve one problem with --ask')
-    a('--grid', action='store_true', help="train every configuration of the paper's table (2 seeds each) and "
-      'run the fine-tuning contrast; writes grid.md, grid.json, grid.png, finetune.png '
+      'scenarios and the shapes it never trained on (mistakes shown for --unseen), or solve one problem '
+      'with --ask, or a file with --problems')
+    a('--grid', action='store_true', help="train every configuration of the paper's table (2 seeds each, on "
+      'the one layout) and run the fine-tuning contrast; writes grid.md, grid.json, grid.png, finetune.png '
       '(~25 min on 2 CPU cores)')
     a('--quick', action='store_true', help='with --grid: one seed, fewer steps (about 5 min)')
     a('--seeds', type=int, default=None, help='with --grid: seeds per row (default 2, 1 with --quick)')
