@@ -240,8 +240,8 @@ def size_error(n_symbols, max_depth, max_premises):
         return (f'--max-depth {max_depth} needs {need} distinct names per problem; '
                 f'the unseen pool has {N_UNSEEN}')
     if n_symbols < need:
-        return (f'--n-symbols must be >= {need}: a test problem (depth up to {max_depth + 2}, two steps beyond '
-                f'--max-depth) uses up to {need} distinct names')
+        return (f'--n-symbols must be >= {need}: a test problem (depth up to {max_depth + 2}, two steps '
+                f'beyond --max-depth) uses up to {need} distinct names')
     return None
 
 

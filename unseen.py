@@ -69,7 +69,7 @@ class Config:
                                # more is allowed, up to max_depth (0: every depth from the start). Tests
                                # always have every depth
     layout: str = 'shapes'     # 'shapes': problems of many shapes (logic_data.py); 'template': one layout
-    shape_curriculum: bool = True  # with --curriculum: the most facts, side and dead rules grow with the depth
+    shape_curriculum: bool = True  # with --curriculum: the most facts, side and dead rules grow too
     # model
     n_layer: int = 3
     n_head: int = 4
@@ -665,8 +665,8 @@ def verdict(cfg, history, headline, shapes=None):
                          "about a fact: T, with no name to write.)")
         if shapes:
             held = shapes.get('held-out shapes, mean') or shapes[held_out_names(shapes)[0]]
-            lines.append(f"         on shapes it never trained on it solves {held['none']:.1%} in training symbols, "
-                         f"{held['all']:.1%} in unseen ones.")
+            lines.append(f"         on shapes it never trained on it solves {held['none']:.1%} in training "
+                         f"symbols, {held['all']:.1%} in unseen ones.")
     if last['cos_unseen'] > 0.5 and not cfg.freeze_emb:
         lines.append(f"         its unseen unembeddings collapsed (mean cosine {last['cos_unseen']:.2f}): "
                      "it cannot tell unseen symbols apart.")
