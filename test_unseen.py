@@ -115,7 +115,6 @@ def test_the_shape_space():
     for d in range(1, cfg.max_depth + 1):
         answers = [p.answer for p in ps if p.how['depth'] == d]
         assert 0.45 < sum(answers) / len(answers) < 0.55
-    fired = lambda p: {h for ps_, h in p.rules if set(ps_) <= set(p.facts) | set(p.chain)}
     never = lambda p: [h for ps_, h in p.rules if not set(ps_) <= closure(p.facts, p.rules)]
     assert any(len(p.chain) > p.how['depth'] for p in ps)                # side rules that fire ...
     assert any(p.answer and set(p.chain) - set(p.chain[-1:]) and          # ... in a chain that needs them not
