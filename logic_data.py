@@ -45,6 +45,7 @@ import argparse
 import json
 import os
 import random
+import signal
 import sys
 from dataclasses import dataclass, field
 
@@ -81,7 +82,7 @@ class Vocab:
         prompt, target = problem_tokens(problem)
         unknown = [t for t in prompt + target if t not in self.stoi]
         if unknown:
-            raise ValueError(f"unknown name '{unknown[0]}' (this model knows x0..x{self.n_symbols - 1} "
+            raise ValueError(f"unknown name {ascii(unknown[0])} (this model knows x0..x{self.n_symbols - 1} "
                              f"and u0..u{self.n_unseen - 1})")
         ids = [self.stoi[t] for t in prompt + target] + [self.eos]
         return ids, len(prompt)
@@ -439,7 +440,22 @@ def main(argv=None):
     except BrokenPipeError:          # `| head`: the reader has gone; stop quietly
         sys.stderr.close()
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except OSError as e:             # a full disk, /dev/full
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(f"error: cannot write the problems ({e.strerror})")
+
+
+def stop_on_signals():
+    """For the three programs: kill (SIGTERM) and a closed terminal (SIGHUP) stop them as Ctrl-C does,
+    with one line and nothing half-written left behind."""
+    for name in ('SIGTERM', 'SIGHUP'):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.default_int_handler)
 
 
 if __name__ == '__main__':
-    main()
+    stop_on_signals()
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit('error: interrupted')

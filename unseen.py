@@ -103,7 +103,7 @@ class Config:
     eval_every: int = 500
     eval_n: int = 500          # problems per test scenario
     seed: int = 0
-    device: str = 'auto'       # auto: cuda, else mps, else cpu
+    device: str = 'auto'       # auto: cuda, else cpu (not mps: see pick_device)
     precision: str = 'auto'    # 'bf16': matrix products in bfloat16 under autocast (weights, AdamW state,
                                # softmax and loss stay fp32); ~1.25x faster on CPUs with AVX512-BF16 (--bench)
                                # auto: bf16 where the hardware computes it fast, else fp32
@@ -722,7 +722,7 @@ def main(argv=None):
         try:
             return main_grid(args, argv)
         except KeyboardInterrupt:
-            sys.exit(f"error: interrupted (Ctrl-C); the finished runs are kept in "
+            sys.exit(f"error: interrupted; the finished runs are kept in "
                      f"{args.out}/grid_runs.jsonl; "
                      f"to finish: python unseen.py --grid{' --quick' if args.quick else ''}"
                      f"{f' --seeds {args.seeds}' if args.seeds else ''} --resume {args.out}")
@@ -742,6 +742,8 @@ def main(argv=None):
               f"{(cfg.max_depth - 1) * cfg.curriculum} (the tests have every depth from the start)")
     decay = (f"the full rate until step {round(decay_start(cfg))}, then linearly down to a tenth"
              if cfg.schedule == 'wsd' else "then a cosine decay to a tenth")
+    if cfg.steps <= cfg.warmup:
+        decay = f"which this {cfg.steps}-step run ends inside"
     print(f"       lr {cfg.lr:g}: a {cfg.warmup}-step warmup, {decay} (--schedule {cfg.schedule})")
     why = (f"the identity terms (Boix-Adsera et al.) add a_h I to every head's scores and b_h I to its\n"
            f"       values, a = {cfg.identity_a:g}, b = {cfg.identity_b:g} at the start: the same function "
@@ -754,7 +756,7 @@ def main(argv=None):
     except (FloatingPointError, KeyboardInterrupt) as e:   # stop with one line; leave no empty run folder
         if created and not os.listdir(out):
             os.rmdir(out)
-        sys.exit(f"error: {str(e) or 'interrupted (Ctrl-C)'}; nothing was saved")
+        sys.exit(f"error: {str(e) or 'interrupted'}; nothing was saved")
     wall = time.time() - t0
     shapes = evaluate_shapes(model, vocab, shape_sets(cfg, vocab), cfg.device)
     save_checkpoint(os.path.join(out, 'ckpt.pt'), model, cfg, history, shapes)
@@ -889,14 +891,24 @@ def model_from(cfg, weights):
 
 
 def load_checkpoint(path, device='cpu'):
+    """(model, vocab, cfg) of a checkpoint. Its config passes the command line's checks and its weights
+    must be finite; anything else is a ValueError naming the file."""
     try:
         ck = torch.load(path, map_location=device)
         # a checkpoint from before problems of every shape was trained on the one layout
         cfg = Config(**{'layout': 'template', 'shape_curriculum': False, **ck['config'], 'device': device})
-        model = model_from(cfg, ck['model'])
-        model(torch.zeros(1, 2, dtype=torch.long, device=device))   # an edited config (n_head ...) fails here
+        error = config_error(cfg)
+        if error is None:
+            model = model_from(cfg, ck['model'])
+            model(torch.zeros(1, 2, dtype=torch.long, device=device))   # an edited config fails here
     except Exception as e:   # not a file torch can read, or not a checkpoint of this version of unseen.py
         raise ValueError(f"{path} is not a checkpoint written by this unseen.py ({type(e).__name__})") from e
+    if error:
+        raise ValueError(f"{path}: its stored configuration is not one this unseen.py trains ({error})")
+    bad = next((k for k, v in model.state_dict().items() if v.is_floating_point() and not v.isfinite().all()),
+               None)
+    if bad:
+        raise ValueError(f"{path}: its weights {bad} hold nan or inf (a diverged or damaged run)")
     model.eval()
     return model, L.Vocab(cfg.n_symbols), cfg
 
@@ -969,6 +981,11 @@ def evaluate_checkpoint(args):
             return
     except ValueError as e:
         sys.exit(f'error: {e}')
+    out = args.out or 'runs'          # never next to the checkpoint: that may be the README's assets/
+    rows = os.path.join(out, os.path.splitext(os.path.basename(args.ckpt))[0] + '_rows.png')
+    if os.path.isdir(rows):
+        sys.exit(f"error: --out {out}: {os.path.basename(rows)} there is a folder; "
+                 "the rows picture goes there")
     acc = evaluate(model, vocab, eval_sets(cfg, vocab), cfg.device)
     print(f"{args.ckpt}: {describe(cfg)}, exact match on its {cfg.eval_n} test problems per scenario:")
     for s in L.SCENARIOS:
@@ -978,9 +995,7 @@ def evaluate_checkpoint(args):
     print(rows_str(rows_stats(model, vocab)))
     print(shapes_str(evaluate_shapes(model, vocab, shape_sets(cfg, vocab), cfg.device)))
     mistakes(model, vocab, cfg, args.unseen)
-    out = args.out or 'runs'          # never next to the checkpoint: that may be the README's assets/
     os.makedirs(out, exist_ok=True)
-    rows = os.path.join(out, os.path.splitext(os.path.basename(args.ckpt))[0] + '_rows.png')
     plot_rows(model, cfg, vocab, rows)
     print(f"\nwrote {rows}")
 
@@ -1172,6 +1187,32 @@ def grid_job(job):
     return result, ({k: v.cpu() for k, v in model.state_dict().items()} if keep else None)
 
 
+def saved_runs(path, wanted):
+    """--resume: the finished runs in grid_runs.jsonl that belong to this grid (`wanted`: {(row, seed):
+    config}), and {why: how many} of the lines that do not: what a crash half-wrote, other configurations
+    (another --quick, --seeds or --precision), duplicates, accuracies that are not accuracies."""
+    runs, skipped = {}, {}
+    lines = open(path).read().splitlines() if os.path.isfile(path) else []
+    for line in filter(str.strip, lines):
+        try:
+            r = json.loads(line)
+            key, config = (r['row'], r['seed']), r['config']
+            accs = [r[k] for k in accuracy_keys()]
+        except (ValueError, KeyError, TypeError):
+            why = 'unreadable lines (half-written by a crash, or damaged), skipped'
+        else:
+            why = ('runs not in this grid (another --seeds), skipped' if key not in wanted else
+                   'runs of another configuration (--quick, --precision), trained again'
+                   if wanted[key] != config else 'duplicate lines, skipped' if key in runs else
+                   'runs whose accuracies are not in [0, 1], trained again'
+                   if not all(isinstance(a, (int, float)) and 0 <= a <= 1 for a in accs) else None)
+            if why is None:
+                runs[key] = r
+                continue
+        skipped[why] = skipped.get(why, 0) + 1
+    return list(runs.values()), skipped
+
+
 def ignore_ctrl_c():
     """Grid workers leave Ctrl-C to the main process, which stops them and says so in one line."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -1187,18 +1228,24 @@ def run_grid(base, seeds, out, workers, log=print):
     saved, weights_file = os.path.join(out, 'grid_runs.jsonl'), os.path.join(out, 'pretrained.pt')
     # --resume: keep the finished runs of these very configurations (the weights too, for the one kept)
     wanted = {(label, cfg.seed): json.loads(json.dumps(asdict(cfg))) for label, cfg, _ in jobs}
-    kept = [json.loads(line) for line in open(saved)] if os.path.isfile(saved) else []
-    results = [r for r in kept if wanted.get((r['row'], r['seed'])) == r['config']]
-    if os.path.isfile(weights_file):
+    results, skipped = saved_runs(saved, wanted)
+    kept_weights = next((label, cfg) for label, cfg, keep in jobs if keep)
+    try:
         pretrained = torch.load(weights_file)
-    else:   # the run whose weights the fine-tuning needs is trained again
-        results = [r for r in results if not any(keep and (label, cfg.seed) == (r['row'], r['seed'])
-                                                 for label, cfg, keep in jobs)]
+        model_from(kept_weights[1], pretrained)                      # of this very configuration
+    except Exception:   # none, damaged, or another model's: the run whose weights fine-tuning needs, again
+        if os.path.exists(weights_file) and any(r['row'] == kept_weights[0] for r in results):
+            skipped[f'{weights_file} unreadable or of another model: its run trained again'] = 1
+        results = [r for r in results if (r['row'], r['seed']) != (kept_weights[0], kept_weights[1].seed)]
     done_before = {(r['row'], r['seed']) for r in results}
     todo = [job for job in jobs if (job[0], job[1].seed) not in done_before]
-    if results:
-        log(f"resuming: {len(results)} of {len(jobs)} runs already in {saved}")
-    open(saved, 'a').close()        # there from the start, so that --resume finds it even if nothing finished
+    if results or skipped:
+        log(f"resuming: {len(results)} of {len(jobs)} runs already in {saved}"
+            + ''.join(f"; {n} {why}" for why, n in skipped.items()))
+    tmp = saved + '.tmp'             # rewritten whole: a half-written last line must not swallow the next
+    with open(tmp, 'w') as f:        # (and the file is there from the start, for --resume)
+        f.writelines(json.dumps(r) + '\n' for r in results)
+    os.replace(tmp, saved)
     with mp.get_context('spawn').Pool(workers, initializer=ignore_ctrl_c) as pool:
         for result, weights in pool.imap_unordered(grid_job, todo):
             if weights is not None:
@@ -1350,13 +1397,12 @@ def pick_precision(name, device):
 
 
 def pick_device(name):
+    """auto: CUDA if there is one, else the CPU. Not an Apple GPU (mps): a 0.5M-parameter model launches
+    many small kernels a step, which a GPU pays for in latency and a CPU does not; we could not measure
+    one, so `--device mps` is there to try, not the default."""
     if name != 'auto':
         return name
-    if torch.cuda.is_available():
-        return 'cuda'
-    if getattr(torch.backends, 'mps', None) and torch.backends.mps.is_available():
-        return 'mps'
-    return 'cpu'
+    return 'cuda' if torch.cuda.is_available() else 'cpu'
 
 
 def terms(cfg):
@@ -1445,12 +1491,6 @@ def parse_args(argv=None):
     on_bench = given(('unseen', 'steps', 'curriculum', 'eval_every', 'eval_n', 'precision', 'out', 'ask',
                       'ckpt'))
     on_ckpt = given(k for k in vars(args) if k not in ('ckpt', 'ask', 'problems', 'unseen', 'device', 'out'))
-    open_low = ('lr', 'emb_norm')   # a zero lr or norm trains nothing; nan and inf fail every comparison
-    ranges = (('lr', 0, 1), ('weight_decay', 0, 10), ('grad_clip', 0, 1000), ('identity_a', -100, 100),
-              ('identity_b', -100, 100), ('emb_norm', 0, 100))
-    highs = (('n_symbols', 100_000), ('n_embd', 2048), ('n_layer', 48), ('batch_size', 4096),
-             ('eval_n', 20_000), ('steps', 10_000_000))
-    number = lambda k: getattr(args, k) if getattr(args, k) is not None else getattr(d, k)   # None: default
     mps = getattr(torch.backends, 'mps', None) and torch.backends.mps.is_available()
     problems = [
         (args.grid and on_grid, f"--grid trains its own configurations; it cannot take {' '.join(on_grid)} "
@@ -1463,7 +1503,7 @@ def parse_args(argv=None):
          f'--resume {args.resume}: no grid_runs.jsonl there (not a grid folder)'),
         (args.resume and args.out and args.out != args.resume,
          '--resume DIR writes into DIR; leave out --out'),
-        (args.seeds is not None and args.seeds < 1, '--seeds must be >= 1'),
+        (args.seeds is not None and not 1 <= args.seeds <= 100, '--seeds must be 1 to 100'),
         (args.ask is not None and not args.ckpt,
          '--ask needs --ckpt PATH (a checkpoint written by a training run)'),
         (args.problems is not None and not args.ckpt,
@@ -1472,19 +1512,7 @@ def parse_args(argv=None):
         (args.ckpt and on_ckpt, '--ckpt evaluates a trained model on its own test problems; it cannot '
          f"take {' '.join(on_ckpt)} (only --unseen, --device, --out, --ask or --problems)"),
         (args.ckpt and not os.path.isfile(args.ckpt), f'--ckpt {args.ckpt}: no such file'),
-        *[(number(k) < 1, f'{flag(k)} must be >= 1')
-          for k in ('steps', 'batch_size', 'eval_every', 'eval_n', 'n_layer', 'n_head', 'n_embd')],
-        *[(getattr(args, k) < 0, f'{flag(k)} must be >= 0')
-          for k in ('forget_every', 'forget_until', 'curriculum')],
-        (args.n_head >= 1 and args.n_embd % args.n_head,
-         f'--n-embd {args.n_embd} must be divisible by --n-head {args.n_head}'),
-        (True, L.size_error(args.n_symbols, args.max_depth, args.max_premises)),
-        *[(not low <= getattr(args, k) <= high or (getattr(args, k) == 0 and k in open_low),
-           f"{flag(k)} {getattr(args, k)}: must be a number in {'(' if k in open_low else '['}{low}, {high}]")
-          for k, low, high in ranges],
-        *[(number(k) > high,
-           f"{flag(k)} {getattr(args, k)}: at most {high} (this is a small-model demo)")
-          for k, high in highs],
+        (True, config_error(args)),
         (args.freeze_emb and args.forget_every,
          '--freeze-emb and --forget-every contradict each other: frozen embeddings are never reset'),
         (args.copy_form != d.copy_form and not args.copy_attn, '--copy-form goes with --copy-attn'),
@@ -1504,6 +1532,51 @@ def parse_args(argv=None):
     return args
 
 
+def config_error(c):
+    """The first thing wrong with a configuration's numbers, as a message naming the flag, or None. The
+    command line (argparse's namespace) and a checkpoint's stored config pass the same checks."""
+    flag = lambda k: '--' + k.replace('_', '-')
+    number = lambda k: getattr(c, k) if getattr(c, k) is not None else LAYOUT_DEFAULTS[c.layout][k]
+    open_low = ('lr', 'emb_norm')   # a zero lr or norm trains nothing; nan and inf fail every comparison
+    ranges = (('lr', 0, 1), ('weight_decay', 0, 10), ('grad_clip', 0, 1000), ('identity_a', -100, 100),
+              ('identity_b', -100, 100), ('emb_norm', 0, 100))
+    highs = (('n_symbols', 100_000), ('n_embd', 2048), ('n_layer', 48), ('batch_size', 4096),
+             ('eval_n', 20_000), ('steps', 10_000_000))
+    if c.layout not in L.LAYOUTS:
+        return f"--layout {c.layout}: choose from {', '.join(L.LAYOUTS)}"
+    problems = [
+        *[(number(k) < 1, f'{flag(k)} must be >= 1')
+          for k in ('steps', 'batch_size', 'eval_every', 'eval_n', 'n_layer', 'n_head', 'n_embd')],
+        *[(getattr(c, k) < 0, f'{flag(k)} must be >= 0')
+          for k in ('forget_every', 'forget_until', 'curriculum')],
+        (not 0 <= c.seed < 2 ** 63, f'--seed {c.seed}: must be in [0, 2^63)'),
+        (c.n_head >= 1 and c.n_embd % c.n_head,
+         f'--n-embd {c.n_embd} must be divisible by --n-head {c.n_head}'),
+        (True, L.size_error(c.n_symbols, c.max_depth, c.max_premises)),
+        *[(not low <= getattr(c, k) <= high or (getattr(c, k) == 0 and k in open_low),
+           f"{flag(k)} {getattr(c, k)}: must be a number in {'(' if k in open_low else '['}{low}, {high}]")
+          for k, low, high in ranges],
+        *[(number(k) > high, f"{flag(k)} {getattr(c, k)}: at most {high} (this is a small-model demo)")
+          for k, high in highs]]
+    bad = next((m for bad, m in problems if bad and m), None)
+    if bad:
+        return bad
+    # the caps above hold one by one; these hold what they are for: the model's size, and the memory of one
+    # evaluation (every test problem of a scenario in one batch: its attention scores and target logits)
+    deepest = c.max_depth + 2 * (c.layout == 'shapes')                   # as in Config.block_size
+    T = L.GenConfig(max_depth=deepest, max_premises=c.max_premises, layout=c.layout).max_tokens()
+    V, C = c.n_symbols + len(L.SPECIALS) + L.N_UNSEEN, c.n_embd
+    params = c.n_layer * 12 * C * C + V * C
+    if params > 200e6:
+        return (f'--n-layer {c.n_layer} --n-embd {C}: {params / 1e6:.0f}M parameters, at most 200M '
+                '(this is a small-model demo)')
+    memory = number('eval_n') * (T * (c.n_head * T + 4 * C) + (deepest + 4) * V) * 4
+    if memory > 8e9:
+        return (f'--eval-n {number("eval_n")} with problems of up to {T} tokens: one evaluation would hold '
+                f'{memory / 1e9:.0f} GB; use a smaller --eval-n')
+    return None
+
+
 def config_from_args(args):
     names = {f.name for f in fields(Config)}
     return Config(**{k: v for k, v in vars(args).items() if k in names}, tie_emb=not args.untie_emb)
@@ -1515,6 +1588,9 @@ def output_folder(out, name):
     stamp = time.strftime('%Y%m%d-%H%M%S_')
     out = out or os.path.join('runs', stamp + name.replace(' + ', '_').replace(' ', ''))
     created = not os.path.isdir(out)
+    taken = [f for f in ('ckpt.pt', 'training.png', 'ckpt_rows.png') if os.path.isdir(os.path.join(out, f))]
+    if taken:
+        sys.exit(f"error: --out {out}: {taken[0]} there is a folder; the run would save nothing")
     try:
         os.makedirs(out, exist_ok=True)
         with open(os.path.join(out, '.write-test'), 'w'):
@@ -1526,7 +1602,10 @@ def output_folder(out, name):
 
 
 if __name__ == '__main__':
+    L.stop_on_signals()
     try:
         main()
     except BrokenPipeError:   # `| head`: the reader has gone; stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except KeyboardInterrupt:  # outside training and the grid (they say what they kept): --ckpt, start-up
+        sys.exit('error: interrupted')
