@@ -999,6 +999,7 @@ def test_main_writes_checkpoint_plot_and_verdict(tmp_path):
     assert ('a curriculum: training problems of depth 1 (at most 2 facts, 0 side and 1 dead rules) at first, '
             'one depth more every 500 steps, every depth 1-4 and shape from step 1500') in r.stdout
     assert 'teacher-forced accuracy per target position (query): step 1 ' in r.stdout
+    assert 'lr 0.002: a 100-step warmup, which this 20-step run ends inside (--schedule wsd)' in r.stdout
     assert "mistakes on 'query'" in r.stdout and 'solver:  ' in r.stdout
     assert (tmp_path / 'ckpt.pt').is_file() and (tmp_path / 'training.png').stat().st_size > 10_000
     assert (tmp_path / 'ckpt_rows.png').stat().st_size > 10_000
@@ -1227,6 +1228,15 @@ def test_the_lemma_verdict_is_about_gd_and_sgd_and_adamw_gets_its_own_clause():
                      'rows stay apart; without it they do not collapse. The bound held on every GD/SGD step.')
     assert adamw.startswith("AdamW, not the lemma's optimizer") and \
         adamw.endswith("cosine ends at 0.97 with weight decay and 0.95 without weight decay")
+
+
+def test_theory_demo_refuses_an_unwritable_out_before_any_work(tmp_path):
+    (tmp_path / 'a-file').write_text('')
+    t = time.time()
+    r = run('theory_demo.py', '--out', str(tmp_path / 'a-file' / 'out'))
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+        f"error: --out {tmp_path / 'a-file' / 'out'}: cannot write there (Not a directory)"]
+    assert 'classes' not in r.stdout and time.time() - t < 30          # before the lemma is computed
 
 
 def test_lemma_bound_on_one_hand_worked_step():
