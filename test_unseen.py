@@ -1614,6 +1614,9 @@ def test_finetune_control_redraws_the_reserved_rows_apart(tmp_path, width):
     assert d.norm(dim=1).tolist() == pytest.approx([spread.item()] * 100, rel=1e-4)  # ... and as far out
     others = [i for i in range(len(E)) if i not in reserved]
     assert torch.equal(E[others], before[others])
+    TD.redraw_rows(E, reserved, ordinary, how='copies')                          # the other control
+    copied = [ordinary.index(j) for i in reserved for j in ordinary if torch.equal(E[i], E[j])]
+    assert sorted(copied) == list(range(100))                # each a copy of a different ordinary row
 
 
 def test_finetune_runs_every_set_and_draws_the_curves(tmp_path):

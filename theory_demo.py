@@ -733,11 +733,16 @@ def name_sets(vocab, E, seed=0, n=100):
     return {k: v for k, v in sets.items() if len(v) == n}
 
 
-def redraw_rows(E, ids, ordinary_ids, seed=0):
-    """The control: the rows `ids` re-drawn apart, as far from each other as ordinary rows are: the ordinary
-    rows' mean plus directions at their typical distance from it, orthogonal when the width has room for
-    them (random, nearly orthogonal, when not). Changes E in place."""
+def redraw_rows(E, ids, ordinary_ids, seed=0, how='orthogonal'):
+    """The control: the rows `ids` re-drawn apart, changing E in place. 'orthogonal': as far from each
+    other as ordinary rows are, the ordinary rows' mean plus directions at their typical distance from it,
+    orthogonal when the width has room for them (random, nearly orthogonal, when not). 'copies': each a
+    copy of a different ordinary row (random; with more ids than ordinary rows, some repeat)."""
     g = torch.Generator().manual_seed(seed)
+    if how == 'copies':
+        pick = torch.randperm(len(ordinary_ids), generator=g).repeat(len(ids) // len(ordinary_ids) + 1)
+        E[ids] = E[torch.tensor(ordinary_ids)[pick[:len(ids)]]]
+        return
     mean = E[ordinary_ids].mean(0)
     spread = (E[ordinary_ids] - mean).norm(dim=1).median()
     D = torch.randn(len(ids), E.size(1), generator=g)                           # (n, C)
@@ -800,7 +805,7 @@ def finetune_arm(ckpt, vocab, names, control, args, log, clock):
     E = model.embeddings.word_embeddings.weight
     if control:
         with torch.no_grad():
-            redraw_rows(E, [vocab[t] for t in names], [vocab[t] for t in control], args.seed)
+            redraw_rows(E, [vocab[t] for t in names], [vocab[t] for t in control], args.seed, args.control)
     enc, pad = Encoder(vocab, names), vocab['[PAD]']
     gen = L.GenConfig(max_depth=args.max_depth, max_premises=1, layout=args.layout)
     rng = random.Random(args.seed)   # the same problems, in the same order, for every set of names
@@ -841,7 +846,8 @@ def finetune(args):
                          "never-trained pieces to compare")
     arms = [(k, v, None) for k, v in sets.items() if not args.quick or k in ('ordinary', 'reserved')]
     if 'reserved' in sets and not args.quick:
-        arms.append(('reserved, rows re-drawn apart', sets['reserved'], sets['ordinary']))
+        label = 'rows re-drawn apart' if args.control == 'orthogonal' else 'rows copied from ordinary words'
+        arms.append((f'reserved, {label}', sets['reserved'], sets['ordinary']))
     print(f"fine-tuning {ckpt} on problems of depth 1-{args.max_depth} ({args.layout} layout), batch "
           f"{args.ft_batch}, AdamW lr {args.ft_lr}, until 90% exact match on {args.ft_test} problems or "
           f"step {args.ft_steps}; {torch.get_num_threads()} threads, float32")
@@ -920,6 +926,9 @@ def main(argv=None):
     p.add_argument('--ft-batch', type=int, default=32, help='--finetune: problems per step')
     p.add_argument('--ft-lr', type=float, default=1e-4, help='--finetune: AdamW learning rate')
     p.add_argument('--ft-test', type=int, default=200, help='--finetune: held-out test problems')
+    p.add_argument('--control', choices=('orthogonal', 'copies'), default='orthogonal',
+                   help='--finetune: the reserved rows re-drawn before fine-tuning as orthogonal '
+                   "directions at the ordinary rows' distance, or as copies of ordinary rows")
     p.add_argument('--max-depth', type=int, default=2, help='--finetune: longest derivation (2: short '
                    'sequences, cheap steps; the names are what is compared)')
     p.add_argument('--layout', choices=L.LAYOUTS, default='template',
