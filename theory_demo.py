@@ -50,6 +50,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 import logic_data as L
+import unseen as U   # its padding and exact match, for Part 3
 
 # -----------------------------------------------------------------------------
 # Part 1: the lemma
@@ -771,30 +772,13 @@ class Encoder:
 
 
 def batch(encoder, problems, pad):
-    """(x, y) as in unseen.make_batch: y is x shifted by one, -1 on the prompt and the padding."""
-    seqs = [encoder.encode(p) for p in problems]
-    T = max(len(s) for s, _ in seqs) - 1
-    x = torch.full((len(seqs), T), pad, dtype=torch.long)
-    y = torch.full((len(seqs), T), -1, dtype=torch.long)
-    for b, (s, n) in enumerate(seqs):
-        x[b, :len(s) - 1] = torch.tensor(s[:-1])
-        y[b, n - 1:len(s) - 1] = torch.tensor(s[n:])
-    return x, y
+    """(x, y) as in unseen.make_batch (the same padding): y is x shifted by one, -1 on the prompt."""
+    return U.pad_batch([encoder.encode(p) for p in problems], pad)
 
 
 def problems_in_slots(rng, gen, n):
     """n problems over the abstract names a0, a1, ... (slot i becomes the i-th name of a set)."""
     return [L.generate(rng, gen, [f'a{i}' for i in range(100)]) for _ in range(n)]
-
-
-@torch.no_grad()
-def exact_match(model, x, y):
-    """Teacher-forced exact match per problem: the argmax is the target at every target position (as in
-    unseen.exact_match, equal to greedy decoding)."""
-    logits, _ = model(x, y)
-    hits = torch.ones_like(y, dtype=torch.bool)
-    hits[y != -1] = logits.argmax(-1) == y[y != -1]
-    return hits.all(1).float().mean().item()
 
 
 def finetune_arm(ckpt, vocab, names, control, args, log, clock):
@@ -815,7 +799,7 @@ def finetune_arm(ckpt, vocab, names, control, args, log, clock):
     for step in range(args.ft_steps + 1):
         if step % args.ft_eval == 0:
             model.eval()
-            curve.append((step, exact_match(model, *test)))
+            curve.append((step, U.exact_match(model, *test).float().mean().item()))   # = greedy
             model.train()
             log(f"  step {step:5d} | exact match {100 * curve[-1][1]:5.1f}% | {clock(step)}")
             if curve[-1][1] >= 0.9 or step == args.ft_steps:
