@@ -716,7 +716,7 @@ def load_bert(ckpt):
     return model
 
 
-def name_sets(vocab, E, seed=0, n=100):
+def name_sets(vocab, E, n=100):
     """The variables' names, n single word pieces each: {set: [token, ...]}.
       ordinary       whole words of the vocabulary, the first n of 3-8 lowercase letters after its specials
       reserved       [unusedN] / <unusedN>: rows that never received a gradient
@@ -724,13 +724,13 @@ def name_sets(vocab, E, seed=0, n=100):
                      tokenizer (unreachable_piece)
     Sets that the vocabulary cannot fill are left out."""
     words = [t for t, i in sorted(vocab.items(), key=lambda kv: kv[1]) if re.fullmatch('[a-z]{3,8}', t)
-             and t not in FT_SPECIALS.values() and i < len(E)]
-    reserved = sorted((i, t) for t, i in vocab.items() if UNUSED.match(t) and i < len(E))
+             and t not in FT_SPECIALS.values()]
+    reserved = sorted((i, t) for t, i in vocab.items() if UNUSED.match(t))
     sets = {'ordinary': words[:n], 'reserved': [t for _, t in reserved[:n]]}
     found = find_cluster(E)
     if found is not None:
         sets['never-trained'] = [t for t, i in sorted(vocab.items(), key=lambda kv: kv[1])
-                                 if i < len(E) and found[1][i] and unreachable_piece(t)][:n]
+                                 if found[1][i] and unreachable_piece(t)][:n]
     return {k: v for k, v in sets.items() if len(v) == n}
 
 
@@ -824,7 +824,7 @@ def finetune(args):
     if missing:
         raise ValueError(f"{ckpt}: the vocabulary has no single piece '{missing[0]}' (a BERT WordPiece "
                          "vocabulary has)")
-    sets = name_sets(vocab, E, args.seed)
+    sets = name_sets(vocab, E)
     if 'ordinary' not in sets or len(sets) < 2:
         raise ValueError(f"{ckpt}: the vocabulary has no 100 ordinary words and 100 reserved or "
                          "never-trained pieces to compare")
