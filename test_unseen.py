@@ -1639,4 +1639,4 @@ def test_finetune_on_bad_folders_says_which_file_in_one_line(tmp_path):
     for folder, complaint in cases:
         r = run('theory_demo.py', '--finetune', str(folder), '--out', str(tmp_path / 'out'))
         assert r.returncode == 1 and 'Traceback' not in r.stderr
-        assert r.stderr.strip().splitlines() == [f'error: {complaint}'] or complaint in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and complaint in r.stderr, r.stderr
