@@ -273,22 +273,22 @@ def test_held_out_shapes_never_reach_a_training_batch(monkeypatch, shape_curricu
         assert {p.how['shape'] for p in sets[name]['none'] + sets[name]['all']} == {f}
 
 
-def test_length_grouping_only_when_asked_for_every_draw():
-    """Grouped batches pad only to their own longest problem; ungrouped ones are random. Checked over
-    several draws of `ahead` batches (a bug once reset the switch after the first draw)."""
+def test_length_grouping_pads_each_batch_to_its_own_longest_problem():
+    """Drawn `ahead` batches at a time and grouped by length, a batch spans a few neighbouring lengths;
+    drawn one batch at a time (ahead=1, what --bench times as 'random batches') lengths are mixed. Checked
+    over several draws (a bug once let the grouping act on the first draw only)."""
     vocab = L.Vocab(TINY.n_symbols)
-    def spreads(group):
-        data = U.batches(random.Random(0), TINY, vocab, ahead=4, group=group)
+    def spreads(ahead):
+        data = U.batches(random.Random(0), TINY, vocab, ahead=ahead)
         out = []
         for _ in range(12):                              # three draws of four batches
             x, _ = next(data)
             lengths = (x != vocab.pad).sum(1)
             out.append((lengths.max() - lengths.min()).item())
         return out
-    grouped, random_ = spreads(True), spreads(False)
-    # grouped: each batch spans a few neighbouring lengths of the sorted draw
+    grouped, random_ = spreads(4), spreads(1)
     assert 2 * sum(grouped) < sum(random_) and max(grouped) < min(random_) + 5
-    assert all(s > 0 for s in random_)                   # ungrouped, later draws too: lengths mixed
+    assert all(s > 0 for s in random_)                   # one batch a draw: lengths mixed
 
 
 def test_curriculum_grows_the_training_depth_and_leaves_the_tests_whole():
@@ -299,8 +299,9 @@ def test_curriculum_grows_the_training_depth_and_leaves_the_tests_whole():
     assert [cfg.depth_at(s) for s in (0, 7, 8, 16, 23, 24, 32, 10 ** 6)] == [1, 1, 2, 3, 3, 4, 4, 4]
     # --shape-curriculum: the most facts, side and dead rules grow with the depth, all from the last stage
     shaped = replace(cfg, layout='shapes', shape_curriculum=True)
-    assert [shaped.gen(s).most for s in (0, 8, 16, 24)] == [(2, 0, 1), (3, 1, 2), (4, 2, 3), None]
-    assert replace(shaped, shape_curriculum=False).gen(0).most is None and shaped.gen().most is None
+    assert [shaped.gen_config(s).most for s in (0, 8, 16, 24)] == [(2, 0, 1), (3, 1, 2), (4, 2, 3), None]
+    assert replace(shaped, shape_curriculum=False).gen_config(0).most is None
+    assert shaped.gen_config().most is None
     vocab = L.Vocab(cfg.n_symbols)
     depths_of = lambda data, n: [((y != -1).sum(1) - 2).tolist() for _, y in (next(data) for _ in range(n))]
     depths = depths_of(U.batches(random.Random(0), cfg, vocab, ahead=8), 40)
@@ -321,7 +322,7 @@ def one_hot_copy(model, j):
         for t in range(T):
             att[:, t, min(t, j)] = 1.0
         return att
-    model.copy.attention = attention
+    model.copy_attn.attention = attention
 
 
 def test_residual_copy_adds_the_attended_raw_embedding_to_the_residual_stream():
@@ -334,7 +335,7 @@ def test_residual_copy_adds_the_attended_raw_embedding_to_the_residual_stream():
     one_hot_copy(model, 4)
     model(idx)
     with_copy = got['x'].clone()
-    model.copy.gain.data.zero_()                     # the same model with the copy silenced
+    model.copy_attn.beta.data.zero_()                     # the same model with the copy silenced
     model(idx)
     # what reached ln_f (and so the logits) differs by exactly the raw embedding of the attended token
     emb = model.transformer.wte(idx)
@@ -346,7 +347,7 @@ def test_copy_attention_is_causal_and_a_convex_mix():
     cfg = replace(TINY, copy_attn=True)
     torch.manual_seed(0)
     model = U.GPT(cfg, len(L.Vocab(cfg.n_symbols)))
-    att = model.copy.attention(torch.randn(2, 9, cfg.n_embd))
+    att = model.copy_attn.attention(torch.randn(2, 9, cfg.n_embd))
     assert torch.allclose(att.sum(-1), torch.ones(2, 9)) and (att >= 0).all()
     assert (att.triu(1) == 0).all()                  # no position attends to a later one
 
@@ -363,7 +364,7 @@ def test_pointer_copy_emits_a_token_whose_row_equals_anothers():
         model = U.GPT(replace(TINY, copy_attn=True, copy_form=form), len(vocab))
         with torch.no_grad():
             model.lm_head.weight[u2] = model.lm_head.weight[u1]      # collapsed: u1 and u2 share a row
-            model.copy.gain.fill_(50.0)
+            model.copy_attn.beta.fill_(50.0)
         one_hot_copy(model, 0)                                      # every position points at u1
         logits, _ = model(idx)
         if form == 'pointer':
@@ -433,14 +434,16 @@ def test_evaluation_splits_each_scenario_into_provable_and_unprovable(trained):
 def test_embeddings_are_in_the_weight_decay_group_unless_frozen():
     for tie in (True, False):
         cfg = replace(TINY, tie_emb=tie, weight_decay=0.1)
-        model, opt = U.new_model(cfg, L.Vocab(cfg.n_symbols))
+        model = U.make_model(cfg)
+        opt = U.make_optimizer(model, model.cfg)
         decay, no_decay = opt.param_groups
         assert decay['weight_decay'] == 0.1 and no_decay['weight_decay'] == 0.0
         ids = lambda g: {id(p) for p in g['params']}
         assert {id(w) for w in model.embeddings()} <= ids(decay)          # the lemma's mechanism
         assert id(model.transformer.ln_f.weight) in ids(no_decay)
         assert id(model.lm_head.weight) not in ids(no_decay)
-        model, opt = U.new_model(replace(cfg, freeze_emb=True), L.Vocab(cfg.n_symbols))
+        model = U.make_model(replace(cfg, freeze_emb=True))
+        opt = U.make_optimizer(model, model.cfg)
         assert not {id(w) for w in model.embeddings()} & (ids(opt.param_groups[0]) | ids(opt.param_groups[1]))
 
 
@@ -469,10 +472,12 @@ def test_grad_clip_bounds_the_gradient_the_step_uses_and_is_off_by_default():
     x, y = next(U.batches(random.Random(0), TINY, vocab))
     norm = lambda m: torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in m.parameters()
                                                            if p.grad is not None])).item()
-    model, opt = U.new_model(TINY, vocab)
+    model = U.make_model(TINY)
+    opt = U.make_optimizer(model, model.cfg)
     U.train_step(model, opt, x, y)
     assert norm(model) > 0.5                             # a fresh model's gradient: well above the clip below
-    model, opt = U.new_model(replace(TINY, grad_clip=0.1), vocab)
+    model = U.make_model(replace(TINY, grad_clip=0.1))
+    opt = U.make_optimizer(model, model.cfg)
     U.train_step(model, opt, x, y)
     assert norm(model) == pytest.approx(0.1, rel=1e-4)   # what AdamW stepped on (the grads stay after step)
     assert U.parse_args(['--grad-clip', '0.5']).grad_clip == 0.5 and U.Config().grad_clip == 0
@@ -499,7 +504,8 @@ def test_untied_model_has_two_matrices_that_start_equal_and_train_apart():
     assert len(U.GPT(TINY, 100).embeddings()) == 1
     cfg = replace(TINY, tie_emb=False)
     vocab = L.Vocab(cfg.n_symbols)
-    model, opt = U.new_model(cfg, vocab)
+    model = U.make_model(cfg)
+    opt = U.make_optimizer(model, model.cfg)
     wte, head = model.embeddings()
     assert wte is not head and torch.equal(wte, head)      # two parameters, the tied model's start
     U.train_step(model, opt, *next(U.batches(random.Random(0), cfg, vocab)))
@@ -553,7 +559,8 @@ def test_forgetting_resets_embeddings_and_adam_state_then_stops():
 
 def test_forgetting_an_untied_model_resets_both_matrices_and_both_optimizer_states():
     cfg = replace(TINY, tie_emb=False)
-    model, opt = U.new_model(cfg, L.Vocab(cfg.n_symbols))
+    model = U.make_model(cfg)
+    opt = U.make_optimizer(model, model.cfg)
     U.train_step(model, opt, *next(U.batches(random.Random(0), cfg, L.Vocab(cfg.n_symbols))))
     wte, head = model.transformer.wte.weight, model.lm_head.weight
     old = [wte.detach().clone(), head.detach().clone()]
@@ -568,7 +575,7 @@ def test_training_loop_forgets_on_schedule_and_evaluates_before_each_reset(monke
     events = []
     forget, evaluate = U.forget_embeddings, U.evaluate
     monkeypatch.setattr(U, 'forget_embeddings', lambda *a: events.append('forget') or forget(*a))
-    monkeypatch.setattr(U, 'evaluate', lambda *a: events.append('eval') or evaluate(*a))
+    monkeypatch.setattr(U, 'evaluate', lambda *a, **kw: events.append('eval') or evaluate(*a, **kw))
     U.train(replace(TINY, forget_every=10, forget_until=25, eval_every=10), log=lambda s: None)
     # evaluations at steps 0, 10, 20, 30, 40; resets after steps 10 and 20 only, each after its evaluation
     assert events == ['eval', 'eval', 'forget', 'eval', 'forget', 'eval', 'eval']
@@ -613,7 +620,8 @@ def test_row_norms_and_the_verdict_name_collapsed_or_shrunk_unseen_rows():
     model = U.GPT(TINY, len(vocab))
     with torch.no_grad():
         model.lm_head.weight[vocab.unseen_ids] *= 0.2
-    unseen, train = U.row_norms(model, vocab)
+    r = U.rows_stats(model, vocab)
+    unseen, train = r['norm_unseen'], r['norm_train']
     assert unseen == pytest.approx(0.2 * train, rel=0.1)          # orthogonal init: rows of equal norm
     last = dict(step=40, none=0.95, query=0.5, all=0.0, cos_unseen=0.1, cos_train=0.0, norm_unseen=0.3,
                 norm_train=0.9)
@@ -638,7 +646,7 @@ def test_teacher_forced_exact_match_equals_greedy_decoding(trained):
     model.eval()
     rng = random.Random(7)
     for s in L.SCENARIOS:
-        problems = L.make_problems(rng, cfg.gen(), vocab, 60, s)
+        problems = L.make_problems(rng, cfg.gen_config(), vocab, 60, s)
         fast = U.exact_match(model, *U.make_batch(problems, vocab)).tolist()
         slow = []
         for p in problems:
@@ -670,8 +678,10 @@ def test_a_checkpoint_is_evaluated_on_its_own_test_problems(trained):
 
 def test_accuracy_by_position_names_each_target_position(trained):
     model, vocab, cfg, _ = trained
-    problems = L.make_problems(random.Random(3), cfg.gen(), vocab, 80)      # depth 1: one chain step
-    by_pos = U.accuracy_by_position(model, vocab, problems)
+    problems = L.make_problems(random.Random(3), cfg.gen_config(), vocab, 80)      # depth 1: one chain step
+    tested = {}
+    U.evaluate(model, vocab, {'none': problems}, keep=tested)      # the one pass the end of a run makes
+    by_pos = U.accuracy_by_position(*tested['none'])
     longest = max(len(p.chain) for p in problems)                          # side rules: chains of 2 too
     assert longest >= 2 and list(by_pos) == [f'step {k + 1}' for k in range(longest)] + ['answer', '<eos>']
     # an independent count: position j of a problem's target is chain step j+1, then the answer, then <eos>
@@ -686,10 +696,11 @@ def test_accuracy_by_position_names_each_target_position(trained):
 
 def test_rows_picture_starts_from_the_very_weights_training_started_from(trained, tmp_path):
     model, vocab, cfg, _ = trained                   # frozen (un)embeddings: the end is the start
-    assert torch.equal(U.initial_model(cfg, vocab).lm_head.weight, model.lm_head.weight)
+    assert torch.equal(U.make_model(replace(cfg, device='cpu')).lm_head.weight, model.lm_head.weight)
     trained_cfg = replace(TINY, steps=5)
     moved, _, _ = U.train(trained_cfg, log=lambda s: None)
-    assert not torch.equal(U.initial_model(trained_cfg, vocab).lm_head.weight, moved.lm_head.weight)
+    start = U.make_model(replace(trained_cfg, device='cpu'))
+    assert not torch.equal(start.lm_head.weight, moved.lm_head.weight)
     U.plot_rows(model, cfg, vocab, tmp_path / 'rows.png')
     assert (tmp_path / 'rows.png').stat().st_size > 10_000
 
@@ -723,7 +734,7 @@ def test_ask_shows_top_three_and_where_copy_attention_points(trained, capsys):
     # and it is where the copy layer attends most, recomputed in one causal pass over the whole context
     model(torch.tensor([[vocab.stoi[c] for c in context]]))
     n_prompt = context.index(':') + 1
-    want = [model.copy.last_att[0, n_prompt - 1 + k].argmax().item() for k in range(len(steps))]
+    want = [model.copy_attn.last_att[0, n_prompt - 1 + k].argmax().item() for k in range(len(steps))]
     assert [int(line.split('<- copy from position ')[1].split()[0]) for line in steps] == want
 
 
@@ -777,7 +788,7 @@ def test_checkpoint_round_trip_and_ask(trained, capsys):
     model, vocab, cfg, path = trained
     loaded, vocab2, cfg2 = U.load_checkpoint(path)
     assert cfg2 == cfg and len(vocab2) == len(vocab)
-    x, y = U.make_batch(L.make_problems(random.Random(0), cfg.gen(), vocab, 20), vocab)
+    x, y = U.make_batch(L.make_problems(random.Random(0), cfg.gen_config(), vocab, 20), vocab)
     assert torch.equal(model(x)[0], loaded(x)[0])
     r = run('unseen.py', '--ckpt', str(path), '--ask', 'u1 -> u2 . x3 -> x4 . u1 . ? u2')
     assert r.returncode == 0, r.stderr
@@ -841,7 +852,8 @@ def test_checkpoint_round_trip_and_ask(trained, capsys):
 def test_problems_file_is_solved_and_scored_like_greedy_decoding(trained, tmp_path):
     model, vocab, cfg, path = trained
     rng = random.Random(11)
-    problems = L.make_problems(rng, cfg.gen(), vocab, 30, 'all') + L.make_problems(rng, cfg.gen(), vocab, 10)
+    g = cfg.gen_config()
+    problems = L.make_problems(rng, g, vocab, 30, 'all') + L.make_problems(rng, g, vocab, 10)
     lines = ['# my problems', '', L.to_text(problems[0])]                      # with its solution
     lines += [json.dumps(p.to_dict()) for p in problems[1:10]]                 # as logic_data.py --jsonl
     lines += [L.to_text(p).split(' : ')[0] for p in problems[10:]]            # without
@@ -1032,7 +1044,7 @@ def test_bf16_model_agrees_with_fp32_and_trains():
     torch.manual_seed(0)
     model = U.GPT(cfg, len(L.Vocab(cfg.n_symbols)))
     vocab = L.Vocab(cfg.n_symbols)
-    x, y = U.make_batch(L.make_problems(random.Random(0), cfg.gen(), vocab, 16), vocab)
+    x, y = U.make_batch(L.make_problems(random.Random(0), cfg.gen_config(), vocab, 16), vocab)
     full, _ = model(x)
     model.cfg = replace(cfg, precision='bf16')      # same weights; the written-out attention runs on CPU
     half, _ = model(x)
@@ -1092,7 +1104,7 @@ def test_fine_tuning_starts_from_collapsed_fresh_or_copied_rows():
 def test_fine_tuning_trains_the_unfrozen_embeddings_on_unseen_names_only(monkeypatch):
     cfg = replace(TINY, freeze_emb=True, max_depth=1)
     vocab = L.Vocab(cfg.n_symbols)
-    model, _ = U.new_model(cfg, vocab)                                  # frozen, as after --freeze-emb
+    model = U.make_model(cfg)                                  # frozen, as after --freeze-emb
     seen, real = [], U.batches
 
     def recorded(*a, **kw):
@@ -1102,7 +1114,7 @@ def test_fine_tuning_trains_the_unfrozen_embeddings_on_unseen_names_only(monkeyp
     monkeypatch.setattr(U, 'batches', recorded)
     before = model.lm_head.weight.detach().clone()
     tuned = []
-    monkeypatch.setattr(U, 'evaluate', lambda m, *a: tuned.append(m) or {'all': 0.0})
+    monkeypatch.setattr(U, 'evaluate', lambda m, *a, **kw: tuned.append(m) or {'all': 0.0})
     U.finetune(model, vocab, cfg, 'collapsed', max_steps=3, eval_every=3, target=1.01)
     tokens = set(torch.cat([x.flatten() for x in seen]).tolist())    # the batches it trained on
     assert len(seen) == 3 and tokens & set(vocab.unseen_ids) and not tokens & set(vocab.train_ids)

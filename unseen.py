@@ -3,37 +3,21 @@ unseen: why transformers fail to reason with symbols they never saw in training,
 
 A small reproduction of "To See the Unseen" (Lazic, Fowl, Gyorgy, Szepesvari, arXiv 2604.21632).
 A decoder-only transformer learns to solve Horn-clause problems (logic_data.py) step by step. It is
-trained on variable names x0..x{n-1} and tested on problems written in names u0..u99 that never
-occurred in training. The problems come in many shapes, and every run is also judged on shapes it never
-trained on. Headline command (about 20 minutes on 2 CPU cores; `--layout template`, the one layout of
-earlier versions, shows the same contrast in about 3):
+trained on variable names x0..x{n-1} and tested on problems written in names u0..u99 that never occurred
+in training, and on problem shapes it never trained on. The demo (about 20 minutes on 2 CPU cores):
 
     python unseen.py --unseen all --freeze-emb
 
-Why the standard model fails (the paper's "unembedding collapse", Lemma 4.1, see theory_demo.py):
-the unembedding rows of tokens that are never a training target all get the same update (softmax
-pushes their logits down, weight decay shrinks them), so they converge to one shared vector. With
-tied embeddings, the unseen tokens then also look alike on the input side.
+Why the standard model fails (the paper's "unembedding collapse", Lemma 4.1, theory_demo.py): the output
+rows of tokens that are never a training target all get the same kind of update. Softmax pushes their
+logits down; under GD or SGD weight decay contracts their differences (the lemma's route), and AdamW's
+normalised step moves them all alike even without weight decay. They end near one shared vector, and
+with tied embeddings the unseen tokens then look alike on the input side too.
 
-Deviations from a textbook GPT (nanoGPT), all behind switches:
-  identity terms  on by default (--no-identity: off). Boix-Adsera et al. 2024's a_h I in every head's
-                  scores and b_h I in its values (a = 1, b = 0 at the start): the same function class,
-                  but the textbook model learns only a fifth of this task in the demo's budget, and with
-                  them all of it (README, appendix A). So "standard" here means these.
-  --copy-attn     an extra attention layer that copies raw input tokens: --copy-form residual adds
-                  the attended embeddings X W_E to the residual stream, pointer adds copy logits
-  --untie-emb     separate input embedding and unembedding, starting equal (tied by default, as in GPT-2)
-  --freeze-emb    (un)embeddings initialised (near-)orthogonal and never updated
-  --forget-every  re-initialise the (un)embeddings and their AdamW state every K steps
-  --forget-until  ... but only until step N (temporary forgetting)
-Details the paper leaves open (our simplest choices, configurable): the model size, the copy
-attention's form (one head, no output projection), the orthogonal init scale, the data sizes, and how
-training gets the task learned (a curriculum over depth, --curriculum, lr 2e-3 and a schedule that holds
-it until the last quarter of the steps, --schedule: README, appendix A).
-
-Read it top to bottom: config, model, the paper's switches, data, evaluation, training, main(). After
-main() an appendix holds what surrounds the demo: the mistakes a run prints, --ckpt and --ask, the
-fine-tuning contrast, --grid (the paper's table, ~25 min), --bench, and the command line.
+Read it top to bottom: config, model (nanoGPT with the identity terms and copy attention), the paper's
+switches on the (un)embeddings, optimiser and schedule, data, evaluation, training, outputs, main(), and
+the paper's table as a list of configurations. An appendix after it holds what main() dispatches to:
+--ckpt / --ask / --problems, --grid with the fine-tuning contrast, --bench, and the command line's checks.
 """
 
 import argparse
@@ -53,7 +37,7 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-import logic_data as L
+import logic_data
 
 # -----------------------------------------------------------------------------
 # config
@@ -62,97 +46,113 @@ import logic_data as L
 @dataclass
 class Config:
     # data (logic_data.py)
-    n_symbols: int = 5000      # size of the training symbol pool: the diversity knob (>> n_embd helps)
+    n_symbols: int = 5000      # training symbol pool: the paper's diversity knob
     max_depth: int = 4         # planted derivations of depth 1..max_depth
-    max_premises: int = 1      # rules have 1..max_premises premises (2 is harder: slower to learn on a CPU)
-    curriculum: int = 500      # training problems start at depth 1, and every this many steps one depth
-                               # more is allowed, up to max_depth (0: every depth from the start). Tests
-                               # always have every depth
-    layout: str = 'shapes'     # 'shapes': problems of many shapes (logic_data.py); 'template': one layout
-    shape_curriculum: bool = True  # with --curriculum: the most facts, side and dead rules grow too
+    max_premises: int = 1      # premises per rule: 1..max_premises
+    curriculum: int = 500      # one depth more every this many steps (depth_at; 0: every depth at once)
+    layout: str = 'shapes'     # 'shapes': problems of many shapes; 'template': one layout (logic_data.py)
+    shape_curriculum: bool = True  # with the curriculum, small shapes first too (gen_config)
     # model
     n_layer: int = 3
     n_head: int = 4
     n_embd: int = 64
-    copy_attn: bool = False    # add the copy-attention layer (copies raw input tokens)
-    copy_form: str = 'residual'  # 'residual': adds att @ X W_E to the residual; 'pointer': adds copy logits
-    identity: bool = True      # Boix-Adsera et al.'s identity terms in every attention head (a_h I, b_h I):
-                               # the same function class, but without them the model barely learns the task
-    identity_a: float = 1.0    # a_h at the start (trained): each head starts out matching equal tokens
-    identity_b: float = 0.0    # b_h at the start (trained): 0, since with b = 1 (a copy of the matched
-                               # tokens into the same subspace) training sat longer on a plateau (README A)
+    copy_attn: bool = False    # add the copy-attention layer (CopyAttention)
+    copy_form: str = 'residual'  # its form: 'residual' or 'pointer'
+    identity: bool = True      # identity terms in every attention head (CausalSelfAttention)
+    identity_a: float = 1.0    # a_h at the start (trained)
+    identity_b: float = 0.0    # b_h at the start (trained)
     tie_emb: bool = True       # unembedding = input embedding (GPT-2 style)
-    emb_norm: float = 1.0      # (un)embedding rows start orthogonal with this mean norm
-    # the paper's interventions on the (un)embeddings
+    emb_norm: float = 1.0      # mean row norm of the orthogonal (un)embeddings
+    # the paper's switches on the (un)embeddings
     freeze_emb: bool = False   # orthogonal init, never updated
-    forget_every: int = 0      # re-init (un)embeddings + their AdamW state every K steps (0: never)
-    forget_until: int = 0      # stop forgetting after this step (0: forget all through training)
-    # optimisation: AdamW, weight decay on the (un)embeddings too -- in Lemma 4.1 it drives the collapse
-    steps: int = None          # None: by layout, LAYOUT_DEFAULTS (shapes: 10000, template: 4000)
-    batch_size: int = None     # None: by layout (shapes: 128, template: 64)
-    lr: float = 2e-3           # 4e-3 (every depth from the start) left more seeds on a plateau (README A)
-    weight_decay: float = 0.1
+    forget_every: int = 0      # re-draw them and their AdamW state every K steps (0: never)
+    forget_until: int = 0      # ... but only until this step (0: all through training)
+    # optimisation
+    steps: int = None          # None: by layout (LAYOUT_DEFAULTS)
+    batch_size: int = None     # None: by layout
+    lr: float = 2e-3
+    weight_decay: float = 0.1  # AdamW's, on every matrix, the (un)embeddings included
     warmup: int = 100
-    schedule: str = 'wsd'      # after the warmup, 'wsd' (warmup-stable-decay): the full lr until the last
-                               # quarter of the steps, then linearly down to a tenth; 'cosine': decay all
-                               # along. With wsd the plateau is left at the full rate, so 4000 steps do
-                               # what 5000 cosine ones did (README A)
-    grad_clip: float = 0.0     # clip the gradient's global norm at this before each step (0: never; nanoGPT
-                               # clips at 1.0; here it moved which seed sits on a plateau: README A)
+    schedule: str = 'wsd'      # 'wsd' or 'cosine' (get_lr)
+    grad_clip: float = 0.0     # clip the gradient's global norm at this (0: never)
     # evaluation and logging
     eval_every: int = 500
-    eval_n: int = 500          # problems per test scenario
+    eval_n: int = 500          # test problems per scenario
     seed: int = 0
-    device: str = 'auto'       # auto: cuda, else cpu (not mps: see pick_device)
-    precision: str = 'auto'    # 'bf16': matrix products in bfloat16 under autocast (weights, AdamW state,
-                               # softmax and loss stay fp32); ~1.25x faster on CPUs with AVX512-BF16 (--bench)
-                               # auto: bf16 where the hardware computes it fast, else fp32
+    device: str = 'auto'       # auto: cuda if there is one, else cpu (pick_device)
+    precision: str = 'auto'    # 'bf16': matrix products in bfloat16 under autocast (pick_precision)
 
-    def __post_init__(self):   # 'auto' resolved here, in one place, for the command line and for code alike
+    def __post_init__(self):   # defaults by layout, and 'auto' resolved: for the command line and code alike
         for k, v in LAYOUT_DEFAULTS[self.layout].items():
             if getattr(self, k) is None:
                 setattr(self, k, v)
         self.device = pick_device(self.device)
         self.precision = pick_precision(self.precision, self.device)
 
-    def gen(self, step=None):
-        """The generator's settings: of the test problems, or (with `step`) of the training problems then."""
+    def gen_config(self, step=None):
+        """The generator's settings: of the test problems, or (with `step`) of the training problems then.
+        With shape_curriculum, a stage of the curriculum (problems of depth <= d) also has at most d + 1
+        facts, d - 1 side and d dead rules; the last stage has every shape."""
         stage = self.max_depth if step is None else self.depth_at(step)
         most = None if stage == self.max_depth or not self.shape_curriculum or self.layout != 'shapes' else \
             (min(4, stage + 1), min(2, stage - 1), min(3, stage))
-        return L.GenConfig(max_depth=stage, max_premises=self.max_premises, layout=self.layout,
-                           held_out=L.HELD_OUT if self.layout == 'shapes' else (), most=most)
+        held_out = logic_data.HELD_OUT if self.layout == 'shapes' else ()
+        return logic_data.GenConfig(max_depth=stage, max_premises=self.max_premises, layout=self.layout,
+                                    held_out=held_out, most=most)
 
     def depth_at(self, step):
-        """--curriculum: the deepest derivation in the training problems at `step` (1, then 2, ...)."""
+        """The curriculum: the deepest derivation in the training problems at `step`. Training starts at
+        depth 1 and allows one depth more every `curriculum` steps; the tests have every depth throughout."""
         return min(self.max_depth, 1 + step // self.curriculum) if self.curriculum else self.max_depth
 
     def block_size(self):
         """Longest sequence the model reads: a problem of the generator's with a chain two steps longer
         than training has (the test of depth beyond training); the template layout: its own longest."""
-        return replace(self.gen(), max_depth=self.max_depth + 2 * (self.layout == 'shapes')).max_tokens()
+        deepest = self.max_depth + 2 * (self.layout == 'shapes')
+        return replace(self.gen_config(), max_depth=deepest).max_tokens()
 
 # the budget each layout needs: problems of every shape take far more training than the one layout
 LAYOUT_DEFAULTS = {'shapes': dict(steps=10000, batch_size=128), 'template': dict(steps=4000, batch_size=64)}
+
+
+def pick_device(name):
+    """auto: CUDA if there is one, else the CPU. Not an Apple GPU (mps): a model this small launches many
+    small kernels a step, which a GPU pays for in latency; unmeasured, so `--device mps` is opt-in."""
+    if name != 'auto':
+        return name
+    return 'cuda' if torch.cuda.is_available() else 'cpu'
+
+
+def pick_precision(name, device):
+    """auto: bfloat16 where the hardware computes it fast (CUDA with bf16, a CPU with AVX512-BF16 or AMX),
+    float32 elsewhere (emulated bfloat16 is slower)."""
+    if name != 'auto':
+        return name
+    if device.startswith('cuda'):
+        return 'bf16' if torch.cuda.is_bf16_supported() else 'fp32'
+    if device == 'cpu':
+        fast = [getattr(torch.cpu, f, lambda: False)()
+                for f in ('_is_avx512_bf16_supported', '_is_amx_tile_supported')]
+        return 'bf16' if any(fast) else 'fp32'
+    return 'fp32'
 
 # -----------------------------------------------------------------------------
 # the model: nanoGPT, with identity terms and copy attention
 
 
 def causal_softmax(att):
-    """Softmax over the keys at or before each query, in float32 (CPU bf16 autocast would leave it coarse)."""
+    """Softmax over the keys at or before each query, in float32."""
     T = att.size(-1)
     att = att.masked_fill(torch.ones(T, T, dtype=torch.bool, device=att.device).triu(1), float('-inf'))
     return F.softmax(att, dim=-1, dtype=torch.float32)
 
 
 class CausalSelfAttention(nn.Module):
-    """nanoGPT's attention, plus (with cfg.identity) Boix-Adsera et al.'s identity terms: each head h gets
-    W_Q W_K^T + a_h I in its scores and W_V W_O + b_h I in its output. The same function class (still a
-    bilinear form and a linear map), a different starting point: at a = 1 a head already attends to the
-    tokens equal to the current one, which the standard model must otherwise learn from scratch. (b = 1
-    would also pass them on, into the very subspace the token itself lives in; in our probes that kept
-    training on its plateau longer, so b starts at 0 and is learned.)"""
+    """nanoGPT's attention plus (cfg.identity) Boix-Adsera et al.'s identity terms: head h scores with
+    W_Q W_K^T + a_h I and outputs through W_V W_O + b_h I. The same function class (still a bilinear form
+    and a linear map) from another starting point: at a = 1 every head starts out attending to the tokens
+    equal to the current one, which textbook attention learns only slowly on this task. b starts at 0
+    (it would copy the matched tokens into the subspace the token itself lives in) and is learned."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -169,15 +169,14 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.c_attn(x).split(C, dim=2)
         q, k, v = [t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
                    for t in (q, k, v)]                                            # (B, nh, T, hs)
-        if self.identity or (q.dtype == torch.bfloat16 and q.device.type == 'cpu'):
-            # written out (PyTorch's fused CPU kernel is also several times slower in bfloat16, its backward)
+        if not self.identity and not (q.dtype == torch.bfloat16 and q.device.type == 'cpu'):
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # the fused kernel (slow in CPU bf16)
+        else:
             att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))                     # (B, nh, T, T)
             if self.identity:
                 att = att + self.id_a.view(-1, 1, 1) * (x @ x.transpose(1, 2)).unsqueeze(1) / math.sqrt(C)
             att = causal_softmax(att)  # (B, nh, T, T)
             y = att.to(v.dtype) @ v  # (B, nh, T, hs)
-        else:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)                  # (B, nh, T, hs)
         y = self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
         if self.identity:
             y = y + (self.id_b.view(-1, 1, 1) * att).sum(1).to(x.dtype) @ x                        # (B, T, C)
@@ -185,10 +184,11 @@ class CausalSelfAttention(nn.Module):
 
 
 class CopyAttention(nn.Module):
-    """Queries and keys from the hidden states; what is copied is the raw input token, not a processed
-    hidden state. One head, the simplest form (the paper's exact parametrisation is not known), two forms:
-      residual  adds att @ X W_E (the attended raw embeddings) to the residual stream, before ln_f and the
-                (tied) unembedding: it can only write an unseen token through its (collapsed) row
+    """The paper's copy attention: queries and keys from the hidden states, and what is copied is the raw
+    input token, not a processed hidden state. One head, the simplest form (the paper's exact
+    parametrisation is not known), in one of two forms, with a learned strength beta:
+      residual  adds beta * att @ X W_E (the attended raw embeddings) to the residual stream, before ln_f
+                and the (tied) unembedding: it can write an unseen token only through its (collapsed) row
       pointer   adds beta * att @ onehot(idx) to the logits: it writes the attended token's id directly,
                 whatever that token's unembedding row looks like (a pointer network's copy)"""
 
@@ -197,8 +197,7 @@ class CopyAttention(nn.Module):
         self.form = cfg.copy_form
         self.ln = nn.LayerNorm(cfg.n_embd)
         self.c_qk = nn.Linear(cfg.n_embd, 2 * cfg.n_embd)
-        # residual: how loudly the copied embedding speaks; pointer: the copy logit of a fully attended token
-        self.gain = nn.Parameter(torch.full((1,), 1.0 if cfg.copy_form == 'residual' else 5.0))
+        self.beta = nn.Parameter(torch.full((1,), 1.0 if cfg.copy_form == 'residual' else 5.0))
 
     def attention(self, x):
         B, T, C = x.size()
@@ -209,7 +208,7 @@ class CopyAttention(nn.Module):
 
     def logits(self, att, idx, V):
         """pointer form: copy logits (N, V) from attention rows att (N, T) over context tokens idx (N, T)."""
-        return torch.zeros(att.size(0), V, device=att.device).scatter_add_(1, idx, self.gain * att)
+        return torch.zeros(att.size(0), V, device=att.device).scatter_add_(1, idx, self.beta * att)
 
 
 class MLP(nn.Module):
@@ -248,7 +247,7 @@ class GPT(nn.Module):
             h=nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)]),
             ln_f=nn.LayerNorm(cfg.n_embd),
         ))
-        self.copy = CopyAttention(cfg) if cfg.copy_attn else None
+        self.copy_attn = CopyAttention(cfg) if cfg.copy_attn else None
         self.lm_head = nn.Linear(cfg.n_embd, vocab_size, bias=False)
         if cfg.tie_emb:
             self.transformer.wte.weight = self.lm_head.weight   # weight tying: one matrix, both sides
@@ -256,8 +255,8 @@ class GPT(nn.Module):
         init_embeddings(self)
 
     def _init_weights(self, module):
-        # std 1/sqrt(width) rather than GPT-2's 0.02 (tuned for width 768): at width 64, 0.02 leaves the
-        # attention logits near zero and training sits on a long plateau before it learns to match symbols
+        # std 1/sqrt(width), not GPT-2's 0.02 (made for width 768): at width 64, 0.02 leaves the attention
+        # scores near zero, and training waits long before it learns to match symbols
         if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, mean=0.0, std=1 / math.sqrt(module.weight.size(-1)))
         if isinstance(module, nn.Linear) and module.bias is not None:
@@ -268,32 +267,40 @@ class GPT(nn.Module):
         return list({id(p): p for p in (self.transformer.wte.weight, self.lm_head.weight)}.values())
 
     def forward(self, idx, targets=None):
-        if self.cfg.precision != 'bf16':
-            return self._forward(idx, targets)
-        with torch.autocast(idx.device.type, dtype=torch.bfloat16):   # matmuls in bf16, the rest fp32
-            return self._forward(idx, targets)
+        """Logits (B, T, V); with targets (-1 on the prompt), the logits (N, V) at the N target positions only
+        (the prompt carries no loss, so training needs no more) and the loss."""
+        with torch.autocast(idx.device.type, dtype=torch.bfloat16, enabled=self.cfg.precision == 'bf16'):
+            B, T = idx.size()
+            tok_emb = self.transformer.wte(idx)                                      # (B, T, C)
+            x = tok_emb + self.transformer.wpe(torch.arange(T, device=idx.device))   # (B, T, C)
+            for block in self.transformer.h:
+                x = block(x)
+            pointer = self.copy_attn is not None and self.copy_attn.form == 'pointer'
+            if self.copy_attn is not None:
+                att = self.copy_attn.attention(x)                                    # (B, T, T)
+                if not pointer:                                                      # copy raw embeddings
+                    x = x + self.copy_attn.beta * (att.to(tok_emb.dtype) @ tok_emb)
+            x = self.transformer.ln_f(x)
+            mask = torch.ones(B, T, dtype=torch.bool, device=idx.device) if targets is None else targets != -1
+            logits = self.lm_head(x[mask]).float()                                   # (N, V)
+            if pointer:   # write the attended context tokens' ids straight into the logits
+                context = idx.unsqueeze(1).expand(B, T, T)                           # (B, T, T): the ids seen
+                logits = logits + self.copy_attn.logits(att[mask], context[mask], logits.size(1))
+            if targets is None:
+                return logits.view(B, T, -1), None                                   # (B, T, V)
+            return logits, F.cross_entropy(logits, targets[mask])
 
-    def _forward(self, idx, targets):
-        B, T = idx.size()
-        tok_emb = self.transformer.wte(idx)                                          # (B, T, C)
-        x = tok_emb + self.transformer.wpe(torch.arange(T, device=idx.device))       # (B, T, C)
-        for block in self.transformer.h:
-            x = block(x)
-        pointer = self.copy is not None and self.copy.form == 'pointer'
-        if self.copy is not None:
-            att = self.copy.attention(x)                                             # (B, T, T)
-            if not pointer:
-                x = x + self.copy.gain * (att.to(tok_emb.dtype) @ tok_emb)            # copy raw embeddings
-        x = self.transformer.ln_f(x)
-        # training: the prompt carries no loss, so only the target positions need logits (much faster)
-        mask = targets != -1 if targets is not None else torch.ones(B, T, dtype=torch.bool, device=idx.device)
-        logits = self.lm_head(x[mask]).float()                                       # (N, V)
-        if pointer:   # write the attended context tokens' ids straight into the logits
-            context = idx.unsqueeze(1).expand(B, T, T)                               # (B, T, T): the ids seen
-            logits = logits + self.copy.logits(att[mask], context[mask], logits.size(1))
-        if targets is None:
-            return logits.view(B, T, -1), None                                       # (B, T, V)
-        return logits, F.cross_entropy(logits, targets[mask])
+
+def make_model(cfg, weights=None):
+    """The model of a configuration, as training starts it (drawn from cfg.seed), or holding `weights`
+    (a state_dict); with --freeze-emb its (un)embeddings take no gradient."""
+    torch.manual_seed(cfg.seed)
+    model = GPT(cfg, len(logic_data.Vocab(cfg.n_symbols))).to(cfg.device)
+    if weights is not None:
+        model.load_state_dict(weights)
+    if cfg.freeze_emb:
+        freeze_embeddings(model)
+    return model
 
 # -----------------------------------------------------------------------------
 # the paper's switches on the (un)embeddings: orthogonal init, freezing, forgetting
@@ -301,13 +308,9 @@ class GPT(nn.Module):
 
 @torch.no_grad()
 def init_embeddings(model):
-    """Orthogonal init of the (un)embeddings. With vocab V <= width C the rows are exactly orthonormal;
-    with V > C (our default) no V vectors in C dimensions can be, so the columns are orthonormal
-    (a tight frame: rows as evenly spread as possible), scaled so that rows have mean norm 1.
-    Untied, the input embedding starts as a copy of the unembedding: two matrices that start where the
-    tied model starts and then train apart. (Drawn independently, each symbol's output row first has to
-    be learned to fit what its input row becomes, 5000 times over: that model learned the task slowly,
-    README B.)"""
+    """Orthogonal (un)embeddings. With vocab V <= width C the rows are orthonormal; with V > C (ours) the
+    columns are: a tight frame, the rows spread as evenly as C dimensions allow, scaled to mean row norm
+    cfg.emb_norm. Untied, the input embedding starts as a copy of the unembedding."""
     w = model.lm_head.weight
     V, C = w.shape
     nn.init.orthogonal_(w, gain=model.cfg.emb_norm * math.sqrt(max(V / C, 1.0)))
@@ -339,17 +342,17 @@ def forgets_at(cfg, step):
 
 
 def make_optimizer(model, cfg):
-    """AdamW over the trainable parameters. Weight decay on every matrix, the (un)embeddings included:
-    in Lemma 4.1 it is what pulls the never-target rows together."""
+    """AdamW over the trainable parameters: weight decay on every matrix, the (un)embeddings included,
+    none on biases and LayerNorm gains."""
     params = [p for p in model.parameters() if p.requires_grad]
-    decay = [p for p in params if p.dim() >= 2]       # matrices, (un)embeddings included
-    no_decay = [p for p in params if p.dim() < 2]     # biases and LayerNorm gains
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
     return torch.optim.AdamW([{'params': decay, 'weight_decay': cfg.weight_decay},
                               {'params': no_decay, 'weight_decay': 0.0}], lr=cfg.lr, betas=(0.9, 0.99),
-                             fused=cfg.device in ('cpu', 'cuda'))   # one kernel for all: ~3 ms less a step
+                             fused=cfg.device in ('cpu', 'cuda'))   # one kernel for every parameter
 
 
-WSD_DECAY = 0.25   # --schedule wsd: the last quarter of the steps decays the rate
+WSD_DECAY = 0.25   # --schedule wsd: the share of the steps, at the end, over which the rate decays
 
 
 def decay_start(cfg):
@@ -358,8 +361,8 @@ def decay_start(cfg):
 
 
 def get_lr(cfg, step):
-    """Linear warmup; then 'wsd': the full rate, and over the last quarter of the steps a linear decay to a
-    tenth; or 'cosine': a cosine decay to a tenth from the end of the warmup on."""
+    """A linear warmup over cfg.warmup steps; then 'wsd' (warmup-stable-decay): the full rate, and over the
+    last quarter of the steps a linear decay to a tenth; or 'cosine': a cosine decay to a tenth all along."""
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
     if cfg.schedule == 'wsd':
@@ -388,20 +391,18 @@ def pad_batch(seqs, pad, device='cpu'):
     return torch.tensor(x, device=device), torch.tensor(y, device=device)
 
 
-def batches(rng, cfg, vocab, ahead=8, group=True, names=None):
-    """Endless training batches. Names come from the training pool only (unless `names` says otherwise:
-    the fine-tuning contrast): unseen symbols never appear. Problems are drawn `ahead` batches at a time
-    and grouped by length, so that a batch pads only to its own longest sequence (about a fifth fewer
-    padding tokens than random batches; --bench: about a tenth more speed on a CPU)."""
+def batches(rng, cfg, vocab, ahead=8, names=None):
+    """Endless training batches, in names of the training pool (unseen symbols never appear) unless
+    `names` says otherwise. Problems are drawn `ahead` batches at a time and grouped by length, so that a
+    batch pads only to its own longest sequence."""
     names = names or vocab.train_names
     for step in itertools.count(0, ahead):
-        gen = cfg.gen(step)       # --curriculum: the deepest derivation allowed grows with the step
-        seqs = [vocab.encode(L.generate(rng, gen, names)) for _ in range(ahead * cfg.batch_size)]
-        if group:
-            seqs.sort(key=lambda s: len(s[0]))
+        gen = cfg.gen_config(step)       # the curriculum: the problems allowed grow with the step
+        seqs = [vocab.encode(logic_data.generate(rng, gen, names)) for _ in range(ahead * cfg.batch_size)]
+        seqs.sort(key=lambda s: len(s[0]))
         chunks = [seqs[i:i + cfg.batch_size] for i in range(0, len(seqs), cfg.batch_size)]
         rng.shuffle(chunks)
-        for chunk in chunks:   # (not `group`: that would overwrite the switch for every later draw)
+        for chunk in chunks:
             yield pad_batch(chunk, vocab.pad, cfg.device)
 
 
@@ -409,7 +410,8 @@ def eval_sets(cfg, vocab):
     """Fixed test problems for each scenario, drawn with their own seed (never seen in training:
     the 'query' and 'all' sets use names from the unseen pool)."""
     rng = random.Random(cfg.seed + 12345)
-    return {s: L.make_problems(rng, cfg.gen(), vocab, cfg.eval_n, s) for s in L.SCENARIOS}
+    return {s: logic_data.make_problems(rng, cfg.gen_config(), vocab, cfg.eval_n, s)
+            for s in logic_data.SCENARIOS}
 
 
 def shape_sets(cfg, vocab):
@@ -417,10 +419,10 @@ def shape_sets(cfg, vocab):
     same problems in unseen names ('all'): the held-out shape families, the other layout, arbitrary Horn
     problems (random facts and rules, no planted path), and chains one and two steps longer than any in
     training. A model that learned forward chaining solves them; one that learned a layout does not."""
-    rng, g, n = random.Random(cfg.seed + 54321), cfg.gen(), max(1, cfg.eval_n // 2)
+    rng, g, n = random.Random(cfg.seed + 54321), cfg.gen_config(), max(1, cfg.eval_n // 2)
     draw = {}
     if cfg.layout == 'shapes':
-        for f in L.HELD_OUT:
+        for f in logic_data.HELD_OUT:
             draw[f"held-out shape: {f[0]} fact{'s' * (f[0] > 1)}, {f[1]} side, {f[2]} dead rules"] = \
                 replace(g, shape=f, held_out=())
         draw['the template layout (2 facts, the path, 2 dead rules)'] = replace(g, layout='template')
@@ -437,9 +439,10 @@ def shape_sets(cfg, vocab):
             if len(vocab.encode(p)[0]) <= cfg.block_size():
                 ps.append(p)
         return ps
-    sets = {name: fitting(lambda: L.generate(rng, gen, vocab.train_names)) for name, gen in draw.items()}
-    sets['arbitrary Horn problems'] = fitting(lambda: L.arbitrary(rng, g, vocab.train_names))
-    return {name: {s: [L.apply_scenario(rng, p, s, vocab) for p in ps] for s in ('none', 'all')}
+    sets = {name: fitting(lambda: logic_data.generate(rng, gen, vocab.train_names))
+            for name, gen in draw.items()}
+    sets['arbitrary Horn problems'] = fitting(lambda: logic_data.arbitrary(rng, g, vocab.train_names))
+    return {name: {s: [logic_data.apply_scenario(rng, p, s, vocab) for p in ps] for s in ('none', 'all')}
             for name, ps in sets.items()}
 
 
@@ -447,7 +450,7 @@ def held_out_names(sets):
     return [name for name in sets if name.startswith('held-out') or name.startswith('every shape')]
 
 # -----------------------------------------------------------------------------
-# evaluation: exact match under greedy decoding, and the collapse metric
+# evaluation: exact match under greedy decoding, where it goes wrong, and the collapse metric
 
 
 @torch.no_grad()
@@ -465,8 +468,7 @@ def exact_match(model, x, y):
     """Per problem: is the whole chain + answer + <eos> right under greedy decoding?
     Computed teacher-forced, in one forward pass: greedy decoding reproduces the target iff at every
     target position the argmax given the *correct* prefix is the target token (induction over the
-    positions), which is exactly the teacher-forced argmax. test_unseen.py checks this against
-    `generate`."""
+    positions), which is exactly the teacher-forced argmax. test_unseen.py checks this against `generate`."""
     return target_hits(model, x, y).all(dim=1)
 
 
@@ -478,7 +480,8 @@ def generate(model, vocab, prompt_ids, trace=None):
     for _ in range(model.cfg.block_size() - len(prompt_ids)):   # no further than the position table
         logits, _ = model(idx)
         if trace is not None:
-            trace.append((logits[0, -1], model.copy.last_att[0, -1] if model.copy is not None else None))
+            copy_att = model.copy_attn.last_att[0, -1] if model.copy_attn is not None else None
+            trace.append((logits[0, -1], copy_att))
         nxt = logits[0, -1].argmax()
         if nxt.item() == vocab.eos:
             break
@@ -486,18 +489,23 @@ def generate(model, vocab, prompt_ids, trace=None):
     return idx[0, len(prompt_ids):].tolist()
 
 
-def evaluate(model, vocab, sets, device='cpu'):
-    """Exact-match accuracy on each test scenario, and split by answer: s_T on the provable problems,
-    s_F on the unprovable ones (whose chains never contain the query: a model that cannot write an
-    unseen query name can still get them right); s_named on those whose chain is not empty (a query
-    that is a fact is answered T with no name written)."""
+def evaluate(model, vocab, sets, device='cpu', keep=None):
+    """Exact-match accuracy on each test set, and split by answer: s_T on the provable problems, s_F on the
+    unprovable ones (whose chains never contain the query: a model that cannot write an unseen query name
+    can still get them right); s_named on those whose chain is not empty (a query that is a fact is
+    answered T with no name written). With a dict as `keep`, keep[s] = (problems, y, hits) for each set:
+    the accuracy per position and the mistakes come from this one pass."""
     model.eval()
     acc = {}
     for s, problems in sets.items():
-        ok = exact_match(model, *make_batch(problems, vocab, device))
-        for key, keep in ((s, None), (f'{s}_T', True), (f'{s}_F', False), (f'{s}_named', 'chain')):
+        x, y = make_batch(problems, vocab, device)
+        hits = target_hits(model, x, y)
+        ok = hits.all(dim=1)
+        if keep is not None:
+            keep[s] = (problems, y, hits)
+        for key, want in ((s, None), (f'{s}_T', True), (f'{s}_F', False), (f'{s}_named', 'chain')):
             sel = [i for i, p in enumerate(problems)
-                   if keep is None or (bool(p.chain) if keep == 'chain' else p.answer == keep)]
+                   if want is None or (bool(p.chain) if want == 'chain' else p.answer == want)]
             acc[key] = ok[sel].float().mean().item() if sel else float('nan')
     model.train()
     return acc
@@ -512,14 +520,41 @@ def evaluate_shapes(model, vocab, sets, device='cpu'):
     return {**{h: acc[h] for h in held}, **({'held-out shapes, mean': mean} if len(held) > 1 else {}), **acc}
 
 
-def shapes_str(acc):
-    lines = ['problems of shapes never trained on: exact match in training names / unseen names']
-    lines += [f"  {name:<56}{a['none']:7.1%} / {a['all']:6.1%}" for name, a in acc.items()]
-    return '\n'.join(lines)
+def accuracy_by_position(problems, y, hits):
+    """Teacher-forced accuracy at each target position (chain step k, the T/F answer, <eos>), from one
+    evaluation: where a model that fails a problem goes wrong."""
+    counts = {}
+    for i, p in enumerate(problems):
+        for k, t in enumerate((y[i] != -1).nonzero().flatten().tolist()):
+            key = f'step {k + 1}' if k < len(p.chain) else 'answer' if k == len(p.chain) else '<eos>'
+            counts.setdefault(key, []).append(hits[i, t].item())
+    order = [f'step {k}' for k in range(1, max(len(p.chain) for p in problems) + 1)] + ['answer', '<eos>']
+    return {k: sum(counts[k]) / len(counts[k]) for k in order if k in counts}
+
+
+@torch.no_grad()
+def mean_pairwise_cosine(w):
+    """Mean cosine similarity over all pairs of distinct rows of w: the collapse metric."""
+    u = F.normalize(w.float(), dim=1)
+    n = u.size(0)
+    return ((u @ u.T).sum().item() - n) / (n * (n - 1))
+
+
+@torch.no_grad()
+def rows_stats(model, vocab):
+    """The unseen rows of the unembedding against the training rows: mean pairwise cosine (the collapse)
+    and mean norm (the lemma's push and weight decay can also shrink them, and then they lose every logit
+    to the training names before their cosine shows a collapse)."""
+    w = model.lm_head.weight
+    norm = w.float().norm(dim=1)
+    return dict(cos_unseen=mean_pairwise_cosine(w[vocab.unseen_ids]),
+                cos_train=mean_pairwise_cosine(w[vocab.train_ids]),
+                norm_unseen=norm[vocab.unseen_ids].mean().item(),
+                norm_train=norm[vocab.train_ids].mean().item())
 
 
 def accuracy_keys():
-    return [k for s in L.SCENARIOS for k in (s, s + '_T', s + '_F')]
+    return [k for s in logic_data.SCENARIOS for k in (s, s + '_T', s + '_F')]
 
 
 def acc_str(acc, s):
@@ -532,39 +567,16 @@ def cos_str(v):
     return f"{v:.2f}" if round(v, 2) != 0 else "0.00"
 
 
-@torch.no_grad()
-def mean_pairwise_cosine(w):
-    """Mean cosine similarity over all pairs of distinct rows of w: the collapse metric."""
-    u = F.normalize(w.float(), dim=1)
-    n = u.size(0)
-    return ((u @ u.T).sum().item() - n) / (n * (n - 1))
-
-
-def collapse(model, vocab):
-    """(unseen rows, training rows) mean pairwise cosine of the unembedding."""
-    w = model.lm_head.weight
-    return mean_pairwise_cosine(w[vocab.unseen_ids]), mean_pairwise_cosine(w[vocab.train_ids])
-
-
-@torch.no_grad()
-def row_norms(model, vocab):
-    """(unseen rows, training rows) mean norm of the unembedding. Besides lining the never-target rows up,
-    the lemma's push and weight decay can shrink them: then they lose every logit to the training names
-    before their cosine shows a collapse (README, appendix C)."""
-    n = model.lm_head.weight.float().norm(dim=1)
-    return n[vocab.unseen_ids].mean().item(), n[vocab.train_ids].mean().item()
-
-
-def rows_stats(model, vocab):
-    """Both measures of the unseen rows, with the training rows' for contrast, as one dict."""
-    (cos_unseen, cos_train), (norm_unseen, norm_train) = collapse(model, vocab), row_norms(model, vocab)
-    return dict(cos_unseen=cos_unseen, cos_train=cos_train, norm_unseen=norm_unseen, norm_train=norm_train)
-
-
 def rows_str(r):
     """'unseen-row cosine 0.98 (training rows 0.01), mean norm 0.49 (training rows 0.88)'."""
     return (f"unseen-row cosine {cos_str(r['cos_unseen'])} (training rows {cos_str(r['cos_train'])}), "
             f"mean norm {r['norm_unseen']:.2f} (training rows {r['norm_train']:.2f})")
+
+
+def shapes_str(acc):
+    lines = ['problems of shapes never trained on: exact match in training names / unseen names']
+    lines += [f"  {name:<56}{a['none']:7.1%} / {a['all']:6.1%}" for name, a in acc.items()]
+    return '\n'.join(lines)
 
 # -----------------------------------------------------------------------------
 # training
@@ -603,46 +615,54 @@ def train_loop(model, optimizer, cfg, data, on_eval):
         seconds.append(time.time() - t)
 
 
-def new_model(cfg, vocab):
-    """A fresh model (torch's random numbers seeded by cfg.seed) with the paper's freezing applied, and its
-    optimizer."""
-    torch.manual_seed(cfg.seed)
-    model = GPT(cfg, len(vocab)).to(cfg.device)
-    if cfg.freeze_emb:
-        freeze_embeddings(model)
-    return model, make_optimizer(model, cfg)
-
-
-def train(cfg, log=print):
-    """Train one model; returns (model, vocab, history). history: list of dicts, one per evaluation."""
-    vocab = L.Vocab(cfg.n_symbols)
-    model, optimizer = new_model(cfg, vocab)
+def train(cfg, log=print, last_eval=None):
+    """Train one model; returns (model, vocab, history), history a list of dicts, one per evaluation. With
+    a dict as `last_eval`, the last evaluation's per-token results go there (see `evaluate`)."""
+    vocab = logic_data.Vocab(cfg.n_symbols)
+    model = make_model(cfg)
+    optimizer = make_optimizer(model, cfg)
     sets = eval_sets(cfg, vocab)
     history, t0 = [], time.time()
 
-    def record(step, losses, seconds):
-        acc = evaluate(model, vocab, sets, cfg.device)
+    def log_eval(step, losses, seconds):
+        acc = evaluate(model, vocab, sets, cfg.device, keep=last_eval)
         rows = rows_stats(model, vocab)
         loss = sum(losses) / len(losses) if losses else float('nan')   # nan at step 0: nothing trained yet
         ms = 1000 * sum(seconds) / max(1, len(seconds))
         elapsed = time.time() - t0
         history.append(dict(step=step, loss=loss, **acc, **rows, ms_per_step=ms, elapsed=elapsed))
         left = f"{elapsed / step * (cfg.steps - step) / 60:4.1f} min left" if step else ''
-        log(f"step {step:5d} | loss {loss:.4f} | {ms:5.1f} ms/step | "
-            f"exact match " + ' '.join(f"{s} {acc_str(acc, s)}" for s in L.SCENARIOS) + " | "
+        log(f"step {step:5d} | loss {loss:.4f} | {ms:5.1f} ms/step | exact match "
+            + ' '.join(f"{s} {acc_str(acc, s)}" for s in logic_data.SCENARIOS) + " | "
             f"cos unseen {cos_str(rows['cos_unseen']):>5} train {cos_str(rows['cos_train']):>5} | {left}")
 
-    train_loop(model, optimizer, cfg, batches(random.Random(cfg.seed), cfg, vocab), record)
+    train_loop(model, optimizer, cfg, batches(random.Random(cfg.seed), cfg, vocab), log_eval)
     return model, vocab, history
 
 # -----------------------------------------------------------------------------
-# outputs: verdict, plot, checkpoint
+# outputs: the verdict, the mistakes, the plots, the checkpoint
+
+
+def run_name(cfg):
+    """The switches of a run, e.g. 'copy-attn + freeze-emb' ('standard' if none)."""
+    on = [('no-identity', not cfg.identity), ('copy-attn', cfg.copy_attn and cfg.copy_form == 'residual'),
+          ('copy-pointer', cfg.copy_attn and cfg.copy_form == 'pointer'), ('freeze-emb', cfg.freeze_emb),
+          ('untied', not cfg.tie_emb),
+          (f'forget-every {cfg.forget_every}', cfg.forget_every),
+          (f'until {cfg.forget_until}', cfg.forget_every and cfg.forget_until)]
+    return ' + '.join(name for name, flag in on if flag) or 'standard'
+
+
+def attention_summary(cfg):
+    """What the run's attention has, in words: 'identity terms on, copy attention off'."""
+    return (f"identity terms {'on' if cfg.identity else 'off'}, "
+            f"copy attention {cfg.copy_form + ' form' if cfg.copy_attn else 'off'}")
 
 
 def verdict(cfg, history, headline, shapes=None):
     last = history[-1]
     lines = ['', f"{'scenario':<10}{'exact match':>12}",
-             *[f"{s + (' *' if s == headline else ''):<10}{last[s]:>12.1%}" for s in L.SCENARIOS],
+             *[f"{s + (' *' if s == headline else ''):<10}{last[s]:>12.1%}" for s in logic_data.SCENARIOS],
              rows_str(last), '', *([shapes_str(shapes), ''] if shapes else [])]
     acc = last[headline]
     what = {'none': 'problems in training symbols', 'query': 'problems whose query is an unseen symbol',
@@ -673,8 +693,38 @@ def verdict(cfg, history, headline, shapes=None):
     elif last['norm_unseen'] < 0.5 * last['norm_train'] and not cfg.freeze_emb:
         lines.append(f"         its unseen unembeddings shrank (mean norm {last['norm_unseen']:.2f}, "
                      f"training rows {last['norm_train']:.2f}): their logits lose to the training names'.")
-    lines.append(f"         ({describe(cfg)}: {terms(cfg)})")
+    lines.append(f"         ({run_name(cfg)}: {attention_summary(cfg)})")
     return '\n'.join(lines)
+
+
+def marked(vocab, tokens):
+    """Tokens as text, unseen names marked *."""
+    return ' '.join(t + '*' if vocab.is_unseen(t) else t for t in tokens.split())
+
+
+def show(vocab, p, out):
+    """Print a problem, the model's chain and the solver's, unseen names marked *; True if they agree."""
+    want = ' '.join(logic_data.problem_tokens(p)[1])
+    print(f"problem: {marked(vocab, ' '.join(logic_data.problem_tokens(p)[0][:-1]))}")
+    print(f"model:   {marked(vocab, out)}")
+    print(f"solver:  {marked(vocab, want)}")
+    print(f"{'correct' if out == want else 'WRONG'}   (* = unseen in training)")
+    return out == want
+
+
+def mistakes(model, vocab, scenario, tested, n=3):
+    """Where the model goes wrong on a test scenario, from its last evaluation (`evaluate`'s keep): the
+    teacher-forced accuracy per position, and its first n wrong problems under greedy decoding."""
+    problems, y, hits = tested[scenario]
+    print(f"\nteacher-forced accuracy per target position ({scenario}): " +
+          ' | '.join(f"{k} {v:.1%}" for k, v in accuracy_by_position(problems, y, hits).items()))
+    wrong = [p for p, right in zip(problems, hits.all(dim=1)) if not right]
+    print(f"first {min(n, len(wrong))} of {len(wrong)} mistakes on '{scenario}' (greedy decoding):"
+          if wrong else f"no mistakes on the {len(problems)} '{scenario}' problems")
+    model.eval()
+    for p in wrong[:n]:
+        ids, n_prompt = vocab.encode(p)
+        show(vocab, p, vocab.decode(generate(model, vocab, ids[:n_prompt])))
 
 
 def pyplot():
@@ -689,7 +739,7 @@ def plot(history, path, title):
     plt = pyplot()
     steps = [h['step'] for h in history]
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
-    for s in L.SCENARIOS:
+    for s in logic_data.SCENARIOS:
         a.plot(steps, [100 * h[s] for h in history], label=s)
     a.set(xlabel='step', ylabel='exact match (%)', ylim=(-2, 102), title='accuracy per test scenario')
     a.legend(title='unseen names')
@@ -703,9 +753,55 @@ def plot(history, path, title):
     plt.close(fig)
 
 
+@torch.no_grad()
+def plot_rows(model, cfg, vocab, path):
+    """The collapse as a picture: the unembedding rows (as unit vectors: the collapse metric is the cosine)
+    projected on their first two principal components, at the start of training (rebuilt from the seed)
+    and at the end."""
+    start = make_model(replace(cfg, device='cpu')).lm_head.weight
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.6))
+    pick = torch.randperm(len(vocab.train_ids), generator=torch.Generator().manual_seed(0))[:1000]
+    train_ids = torch.tensor(vocab.train_ids)[pick]                 # 1000 of the training rows: enough to see
+    panels = ((axes[0], start, 'start of training'), (axes[1], model.lm_head.weight, 'end of training'))
+    for ax, w, when in panels:
+        u = F.normalize(w.detach().float().cpu(), dim=1)
+        x = u - u.mean(0)
+        pcs = torch.linalg.svd(x, full_matrices=False).Vh[:2]           # (2, C)
+        xy = x @ pcs.T                                                  # (V, 2)
+        ax.scatter(*xy[train_ids].T, s=4, alpha=0.4, label='training names (1000 of them)')
+        ax.scatter(*xy[vocab.unseen_ids].T, s=10, color='tab:red', label='unseen names (100)')
+        ax.set(title=f'{when}: unseen-row cosine {cos_str(mean_pairwise_cosine(w[vocab.unseen_ids]))}',
+               xlabel='PC 1', ylabel='PC 2')
+    axes[0].legend(loc='lower left', fontsize=8)
+    fig.suptitle(f'{run_name(cfg)}: unembedding rows, first two principal components')
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def save_checkpoint(path, model, cfg, history, shapes=None):
     torch.save({'model': model.state_dict(), 'config': asdict(cfg), 'history': history, 'shapes': shapes},
                path)
+
+
+def output_folder(out, name):
+    """The run's folder (default runs/<time>_<switches>), made and checked for writing now, not after the
+    whole run. Returns (folder, whether this call created it)."""
+    stamp = time.strftime('%Y%m%d-%H%M%S_')
+    out = out or os.path.join('runs', stamp + name.replace(' + ', '_').replace(' ', ''))
+    created = not os.path.isdir(out)
+    taken = [f for f in ('ckpt.pt', 'training.png', 'ckpt_rows.png') if os.path.isdir(os.path.join(out, f))]
+    if taken:
+        sys.exit(f"error: --out {out}: {taken[0]} there is a folder; the run would save nothing")
+    try:
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, '.write-test'), 'w'):
+            pass
+        os.remove(os.path.join(out, '.write-test'))
+    except OSError as e:
+        sys.exit(f"error: --out {out}: cannot write there ({e.strerror})")
+    return out, created
 
 # -----------------------------------------------------------------------------
 # main
@@ -713,46 +809,49 @@ def save_checkpoint(path, model, cfg, history, shapes=None):
 TRY_PROBLEM = 'u92 . u29 . u75 -> u13 . u40 -> u3 . u92 -> u75 . u40 -> u2 . ? u3'   # the closing line's
 
 
+def plan(cfg, out):
+    """What a run is about to do, in the words of its first lines."""
+    n_params = sum(p.numel() for p in make_model(replace(cfg, device='cpu')).parameters())
+    lines = [f"model: {run_name(cfg)} ({n_params / 1e3:.0f}k parameters); {cfg.steps} steps on {cfg.device} "
+             f"in {cfg.precision}, {cfg.n_symbols} training symbols, 100 unseen; writing to {out}"]
+    if cfg.curriculum and cfg.max_depth > 1:
+        most = cfg.gen_config(0).most
+        shapes = f" (at most {most[0]} facts, {most[1]} side and {most[2]} dead rules)" if most else ''
+        lines.append(f"a curriculum: training problems of depth 1{shapes} at first, one depth more every "
+                     f"{cfg.curriculum} steps, every depth 1-{cfg.max_depth}{' and shape' * bool(shapes)} "
+                     f"from step {(cfg.max_depth - 1) * cfg.curriculum} (the tests have every depth from the "
+                     "start)")
+    decay = (f"the full rate until step {round(decay_start(cfg))}, then linearly down to a tenth"
+             if cfg.schedule == 'wsd' else "then a cosine decay to a tenth")
+    if cfg.steps <= cfg.warmup:
+        decay = f"which this {cfg.steps}-step run ends inside"
+    lines.append(f"lr {cfg.lr:g}: a {cfg.warmup}-step warmup, {decay} (--schedule {cfg.schedule})")
+    lines.append(f"{attention_summary(cfg)} (a = {cfg.identity_a:g}, b = {cfg.identity_b:g} at the start; "
+                 "--no-identity: the textbook attention)" if cfg.identity else attention_summary(cfg))
+    return '\n       '.join(lines)
+
+
 def main(argv=None):
     sys.stdout.reconfigure(line_buffering=True)   # each progress line shows at once, in a pipe or a file too
     args = parse_args(argv)
-    if args.ckpt:     # a trained model: one problem (--ask), or its three test scenarios in seconds
+    if args.ckpt:     # a trained model: one problem (--ask), a file of them (--problems), or its test sets
         return evaluate_checkpoint(args)
     if args.grid:
         try:
             return main_grid(args, argv)
         except KeyboardInterrupt:
-            sys.exit(f"error: interrupted; the finished runs are kept in "
-                     f"{args.out}/grid_runs.jsonl; "
-                     f"to finish: python unseen.py --grid{' --quick' if args.quick else ''}"
+            sys.exit(f"error: interrupted; the finished runs are kept in {args.out}/grid_runs.jsonl; "
+                     "to finish: "
+                     f"python unseen.py --grid{' --quick' if args.quick else ''}"
                      f"{f' --seeds {args.seeds}' if args.seeds else ''} --resume {args.out}")
     cfg = config_from_args(args)
     if args.bench:
-        return print(f"training-loop throughput, {describe(cfg)}, on {cfg.device}\n\n{bench(cfg)}")
-    name = describe(cfg)
-    out, created = output_folder(args.out, name)
-    n_params = sum(p.numel() for p in GPT(cfg, len(L.Vocab(cfg.n_symbols))).parameters())
-    print(f"model: {name} ({n_params / 1e3:.0f}k parameters); {cfg.steps} steps on {cfg.device} in "
-          f"{cfg.precision}, {cfg.n_symbols} training symbols, 100 unseen; writing to {out}")
-    if cfg.curriculum and cfg.max_depth > 1:
-        most = cfg.gen(0).most
-        shapes = f" (at most {most[0]} facts, {most[1]} side and {most[2]} dead rules)" if most else ''
-        print(f"       a curriculum: training problems of depth 1{shapes} at first, one depth more every "
-              f"{cfg.curriculum} steps, every depth 1-{cfg.max_depth}{' and shape' * bool(shapes)} from step "
-              f"{(cfg.max_depth - 1) * cfg.curriculum} (the tests have every depth from the start)")
-    decay = (f"the full rate until step {round(decay_start(cfg))}, then linearly down to a tenth"
-             if cfg.schedule == 'wsd' else "then a cosine decay to a tenth")
-    if cfg.steps <= cfg.warmup:
-        decay = f"which this {cfg.steps}-step run ends inside"
-    print(f"       lr {cfg.lr:g}: a {cfg.warmup}-step warmup, {decay} (--schedule {cfg.schedule})")
-    why = (f"the identity terms (Boix-Adsera et al.) add a_h I to every head's scores and b_h I to its\n"
-           f"       values, a = {cfg.identity_a:g}, b = {cfg.identity_b:g} at the start: the same function "
-           "class, easier to learn (--no-identity: the textbook form)" if cfg.identity
-           else "the textbook attention, slow to learn this task")
-    print(f"       {terms(cfg)}; {why}")
-    t0 = time.time()
+        return print(f"training-loop throughput, {run_name(cfg)}, on {cfg.device}\n\n{bench(cfg)}")
+    out, created = output_folder(args.out, run_name(cfg))
+    print(plan(cfg, out))
+    t0, tested = time.time(), {}
     try:
-        model, vocab, history = train(cfg)
+        model, vocab, history = train(cfg, last_eval=tested)
     except (FloatingPointError, KeyboardInterrupt) as e:   # stop with one line; leave no empty run folder
         if created and not os.listdir(out):
             os.rmdir(out)
@@ -760,83 +859,131 @@ def main(argv=None):
     wall = time.time() - t0
     shapes = evaluate_shapes(model, vocab, shape_sets(cfg, vocab), cfg.device)
     save_checkpoint(os.path.join(out, 'ckpt.pt'), model, cfg, history, shapes)
-    plot(history, os.path.join(out, 'training.png'), f'{name}, verdict on --unseen {args.unseen}')
+    plot(history, os.path.join(out, 'training.png'), f'{run_name(cfg)}, verdict on --unseen {args.unseen}')
     plot_rows(model, cfg, vocab, os.path.join(out, 'ckpt_rows.png'))
     print(verdict(cfg, history, args.unseen, shapes))
     print(f"trained in {wall // 60:.0f} min {wall % 60:.0f} s")
-    mistakes(model, vocab, cfg, args.unseen)
+    mistakes(model, vocab, args.unseen, tested)
     print(f"\nwrote {out}/ckpt.pt, {out}/training.png and {out}/ckpt_rows.png; try:\n"
           f"  python unseen.py --ckpt {out}/ckpt.pt --ask '{TRY_PROBLEM}'")
 
 
-# =============================================================================
-# APPENDIX: the experiments around the demo. Not needed to follow the paper's argument above.
-# =============================================================================
+def config_from_args(args):
+    names = {f.name for f in fields(Config)}
+    return Config(**{k: v for k, v in vars(args).items() if k in names}, tie_emb=not args.untie_emb)
 
+
+def parse_args(argv=None):
+    """The command line: its flags here, its checks in check_args (appendix E)."""
+    d = Config()
+    p = argparse.ArgumentParser(description='Train a transformer on Horn-clause logic and test it on unseen '
+                                'symbols.', formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    a = p.add_argument
+    a('--unseen', choices=logic_data.SCENARIOS, default='all', help='test scenario the verdict reports')
+    a('--copy-attn', action='store_true', help='add copy attention (it copies raw input tokens)')
+    a('--copy-form', choices=('residual', 'pointer'), default=d.copy_form, help='residual: add the attended '
+      "raw embeddings to the residual stream; pointer: add copy logits for the attended tokens' ids")
+    a('--identity', action=argparse.BooleanOptionalAction, default=d.identity,
+      help="Boix-Adsera et al.'s identity terms (a_h I, b_h I) in every attention head")
+    a('--identity-a', type=float, default=d.identity_a, help="a_h at the start (match equal tokens)")
+    a('--identity-b', type=float, default=d.identity_b, help='b_h at the start (copy the matched tokens)')
+    a('--emb-norm', type=float, default=d.emb_norm, help='mean row norm of the orthogonal (un)embeddings')
+    a('--freeze-emb', action='store_true', help='orthogonal (un)embeddings, never updated')
+    a('--untie-emb', action='store_true',
+      help='separate input embedding and unembedding (two matrices that start equal)')
+    a('--forget-every', type=int, default=0, metavar='K', help='reset (un)embeddings every K steps')
+    a('--forget-until', type=int, default=0, metavar='N', help='no resets after step N (0: never stop)')
+    a('--n-symbols', type=int, default=d.n_symbols, help='training symbol pool (diversity)')
+    a('--max-depth', type=int, default=d.max_depth, help='longest planted derivation')
+    a('--max-premises', type=int, default=d.max_premises, help='premises per rule (1 to 3)')
+    a('--curriculum', type=int, default=d.curriculum, metavar='N', help='training problems start at '
+      'depth 1, one depth more every N steps (0: every depth from the start)')
+    a('--layout', choices=logic_data.LAYOUTS, default=d.layout, help='shapes: problems of many shapes; '
+      'template: the one layout of earlier versions (2 facts, the path, 2 dead rules)')
+    a('--shape-curriculum', action=argparse.BooleanOptionalAction, default=d.shape_curriculum,
+      help='with --curriculum: small shapes first (at most 2 facts, no side and 1 dead rule), every shape '
+      'from the last stage')
+    a('--n-layer', type=int, default=d.n_layer)
+    a('--n-head', type=int, default=d.n_head)
+    a('--n-embd', type=int, default=d.n_embd, help='model width')
+    a('--steps', type=int, default=None, help='%(default)s: by --layout, shapes 10000, template 4000')
+    a('--batch-size', type=int, default=None, help='%(default)s: by --layout, shapes 128, template 64')
+    a('--lr', type=float, default=d.lr)
+    a('--schedule', choices=('wsd', 'cosine'), default=d.schedule, help='after the warmup, wsd: the full lr, '
+      'then a linear decay to a tenth over the last quarter of the steps; cosine: a cosine decay to a tenth')
+    a('--weight-decay', type=float, default=d.weight_decay, help='AdamW decay, (un)embeddings included')
+    a('--grad-clip', type=float, default=d.grad_clip, help='clip the global gradient norm (0: never)')
+    a('--eval-every', type=int, default=d.eval_every)
+    a('--eval-n', type=int, default=d.eval_n, help='test problems per scenario')
+    a('--seed', type=int, default=d.seed)
+    a('--device', default='auto', help='auto, cpu, cuda or mps')
+    a('--precision', choices=('auto', 'fp32', 'bf16'), default='auto', help='bf16: matrix products in '
+      'bfloat16 (autocast); auto: bf16 where the hardware is fast at it')
+    a('--out', default=None, help='output folder (default: runs/<time>_<switches>)')
+    a('--ask', metavar='TEXT', help="solve one problem, e.g. 'u1 . u1 -> u2 . ? u2', with --ckpt")
+    a('--problems', metavar='FILE', help='with --ckpt: solve every problem in FILE (one per line: the text '
+      'form, or JSON lines from logic_data.py --jsonl)')
+    a('--ckpt', metavar='PATH', help='checkpoint written by a training run: evaluate it on the three '
+      'scenarios and the shapes it never trained on (mistakes shown for --unseen), or solve one problem '
+      'with --ask, or a file with --problems')
+    a('--grid', action='store_true', help="train every configuration of the paper's table (2 seeds each, on "
+      'the one layout) and run the fine-tuning contrast; writes grid.md, grid.json, grid.png, finetune.png '
+      '(~25 min on 2 CPU cores)')
+    a('--quick', action='store_true', help='with --grid: one seed, fewer steps (about 5 min)')
+    a('--seeds', type=int, default=None, help='with --grid: seeds per row (default 2, 1 with --quick)')
+    a('--resume', metavar='DIR', help='with --grid: finish an interrupted grid in DIR (same --quick and '
+      '--seeds), training only the runs it does not have yet')
+    a('--bench', action='store_true',
+      help='measure training-loop tokens/s for each speed lever (the switches pick the model)')
+    args = p.parse_args(argv)
+    check_args(p, args)
+    return args
 
 # -----------------------------------------------------------------------------
-# A. after a run: where it goes wrong (mistakes, --ckpt, --ask), the collapse as a picture
+# the paper's table: every configuration the paper compares, as a list (run by --grid, appendix C)
+
+# one common setting for every row: the demo's model, symbol pool and schedule on shallower problems of
+# the one layout (depth 1-2) and 4000 steps, so that 2 seeds of every row fit in about half an hour on 2
+# CPU cores; --quick, for a class: one seed, 1200 steps
+GRID = dict(n_symbols=5000, max_depth=2, steps=4000, eval_every=1000, eval_n=500, layout='template')
+GRID_QUICK = dict(n_symbols=5000, max_depth=2, steps=1200, eval_every=600, eval_n=300, layout='template')
+GRID_FORGET_EVERY = 100                          # forget-until stops resetting halfway through
+GRID_FEW_SYMBOLS = 1000                          # a smaller training pool, for freeze-emb: diversity
+GRID_FT, GRID_FT_QUICK = (1500, 50), (300, 50)   # fine-tuning: most steps, evaluate every
 
 
-@torch.no_grad()
-def accuracy_by_position(model, vocab, problems, device='cpu'):
-    """Teacher-forced accuracy at each target position: chain step k, the T/F answer, <eos>. Where a
-    model that fails a problem goes wrong (the first chain step, a later one, or the answer)."""
-    x, y = make_batch(problems, vocab, device)
-    was_training = model.training
-    model.eval()
-    ok = target_hits(model, x, y)                                                    # (B, T)
-    model.train(was_training)
-    counts = {}
-    for i, p in enumerate(problems):
-        for k, t in enumerate((y[i] != -1).nonzero().flatten().tolist()):
-            key = f'step {k + 1}' if k < len(p.chain) else 'answer' if k == len(p.chain) else '<eos>'
-            counts.setdefault(key, []).append(ok[i, t].item())
-    order = [f'step {k}' for k in range(1, max(len(p.chain) for p in problems) + 1)] + ['answer', '<eos>']
-    return {k: sum(counts[k]) / len(counts[k]) for k in order if k in counts}
+def grid_rows(base):
+    """(label, config) for every row of the table."""
+    c = lambda **kw: replace(base, **kw)
+    K, N = GRID_FORGET_EVERY, base.steps // 2
+    copy_attn, pointer = dict(copy_attn=True), dict(copy_attn=True, copy_form='pointer')
+    rows = [c(), c(identity=False),                                  # what the identity terms buy
+            c(**copy_attn), c(**pointer),                            # copy attention alone, both forms
+            c(freeze_emb=True), c(freeze_emb=True, **copy_attn),     # frozen (un)embeddings
+            c(forget_every=K), c(forget_every=K, forget_until=N),    # forgetting, and temporary forgetting
+            c(forget_every=K, forget_until=N, **pointer),
+            c(tie_emb=False)]
+    return [(run_name(r), r) for r in rows] + [(f'freeze-emb, {GRID_FEW_SYMBOLS} symbols',
+                                                c(n_symbols=GRID_FEW_SYMBOLS, freeze_emb=True))]
 
 
-def marked(vocab, tokens):
-    """Tokens as text, unseen names marked *."""
-    return ' '.join(t + '*' if vocab.is_unseen(t) else t for t in tokens.split())
+# =============================================================================
+# APPENDIX: what main() dispatches to, around the demo. Not needed to follow the paper's argument above.
+# =============================================================================
 
-
-def show(vocab, p, out):
-    """Print a problem, the model's chain and the solver's, unseen names marked *; True if they agree."""
-    want = ' '.join(L.problem_tokens(p)[1])
-    print(f"problem: {marked(vocab, ' '.join(L.problem_tokens(p)[0][:-1]))}")
-    print(f"model:   {marked(vocab, out)}")
-    print(f"solver:  {marked(vocab, want)}")
-    print(f"{'correct' if out == want else 'WRONG'}   (* = unseen in training)")
-    return out == want
-
-
-def mistakes(model, vocab, cfg, scenario, n=3):
-    """After a run: where the model goes wrong on a test scenario, and its first n wrong problems."""
-    problems = eval_sets(cfg, vocab)[scenario]
-    by_pos = accuracy_by_position(model, vocab, problems, cfg.device)
-    print(f"\nteacher-forced accuracy per target position ({scenario}): " +
-          ' | '.join(f"{k} {v:.1%}" for k, v in by_pos.items()))
-    model.eval()
-    ok = exact_match(model, *make_batch(problems, vocab, cfg.device))
-    wrong = [p for p, right in zip(problems, ok) if not right]
-    print(f"first {min(n, len(wrong))} of {len(wrong)} mistakes on '{scenario}' (greedy decoding):"
-          if wrong else f"no mistakes on the {len(problems)} '{scenario}' problems")
-    for p in wrong[:n]:
-        ids, n_prompt = vocab.encode(p)
-        show(vocab, p, vocab.decode(generate(model, vocab, ids[:n_prompt])))
-
+# -----------------------------------------------------------------------------
+# A. a trained model: --ckpt (its test sets and mistakes), --ask (one problem, step by step), --problems
 
 def beyond_training(cfg, p):
     """Where a problem lies outside what training drew (more facts, rules, premises or chain steps), in
     words, or None."""
-    g = cfg.gen()
+    g = cfg.gen_config()
     if g.layout == 'template':
         most = dict(facts=2, rules=g.max_depth + 2, chain=g.max_depth)
     else:
-        most = dict(facts=L.SHAPE_LIMITS['facts'][1],
-                    rules=g.max_depth + L.SHAPE_LIMITS['side'][1] + L.SHAPE_LIMITS['dead'][1],
-                    chain=g.max_depth + L.SHAPE_LIMITS['side'][1])
+        most = dict(facts=logic_data.SHAPE_LIMITS['facts'][1],
+                    rules=g.max_depth + sum(logic_data.SHAPE_LIMITS[k][1] for k in ('side', 'dead')),
+                    chain=g.max_depth + logic_data.SHAPE_LIMITS['side'][1])
     have = dict(facts=len(p.facts), rules=len(p.rules), chain=len(p.chain))
     over = [f"{have[k]} {'chain steps' if k == 'chain' else k} (training: at most {most[k]})"
             for k in most if have[k] > most[k]]
@@ -854,7 +1001,7 @@ def ask(model, vocab, cfg, text):
     if len(text.replace('.', ' . ').split()) + 2 > cfg.block_size():   # before the solver runs on it
         raise ValueError(f"problem too long: over {cfg.block_size()} tokens, this model reads at most "
                          f"{cfg.block_size()}")
-    p = L.parse(text)
+    p = logic_data.parse(text)
     ids, n_prompt = vocab.encode(p)
     if len(ids) > cfg.block_size():
         raise ValueError(f"problem too long: {len(ids)} tokens, this model reads at most {cfg.block_size()}")
@@ -883,13 +1030,6 @@ def ask(model, vocab, cfg, text):
     return ok
 
 
-def model_from(cfg, weights):
-    """A model of configuration `cfg` with these weights (a state_dict), on cfg.device."""
-    model = GPT(cfg, len(L.Vocab(cfg.n_symbols)))
-    model.load_state_dict(weights)
-    return model.to(cfg.device)
-
-
 def load_checkpoint(path, device='cpu'):
     """(model, vocab, cfg) of a checkpoint. Its config passes the command line's checks and its weights
     must be finite; anything else is a ValueError naming the file."""
@@ -899,7 +1039,10 @@ def load_checkpoint(path, device='cpu'):
         cfg = Config(**{'layout': 'template', 'shape_curriculum': False, **ck['config'], 'device': device})
         error = config_error(cfg)
         if error is None:
-            model = model_from(cfg, ck['model'])
+            # (a checkpoint from before the copy layer's rename: copy.gain is now copy_attn.beta)
+            weights = {k.replace('copy.', 'copy_attn.', 1).replace('.gain', '.beta') if k.startswith('copy.')
+                       else k: v for k, v in ck['model'].items()}
+            model = make_model(cfg, weights)
             model(torch.zeros(1, 2, dtype=torch.long, device=device))   # an edited config fails here
     except Exception as e:   # not a file torch can read, or not a checkpoint of this version of unseen.py
         raise ValueError(f"{path} is not a checkpoint written by this unseen.py ({type(e).__name__})") from e
@@ -910,7 +1053,7 @@ def load_checkpoint(path, device='cpu'):
     if bad:
         raise ValueError(f"{path}: its weights {bad} hold nan or inf (a diverged or damaged run)")
     model.eval()
-    return model, L.Vocab(cfg.n_symbols), cfg
+    return model, logic_data.Vocab(cfg.n_symbols), cfg
 
 
 def read_problems(path):
@@ -936,7 +1079,7 @@ def read_problems(path):
                 if not isinstance(obj, dict) or not isinstance(obj.get('text'), str):
                     raise ValueError("a JSON line needs a 'text' field (as logic_data.py --jsonl writes)")
                 line = obj['text']
-            problems.append(L.parse(line))
+            problems.append(logic_data.parse(line))
         except (ValueError, RecursionError) as e:
             raise ValueError(f'{path}, line {i}: {e}')
     if not problems:
@@ -986,53 +1129,24 @@ def evaluate_checkpoint(args):
     if os.path.isdir(rows):
         sys.exit(f"error: --out {out}: {os.path.basename(rows)} there is a folder; "
                  "the rows picture goes there")
-    acc = evaluate(model, vocab, eval_sets(cfg, vocab), cfg.device)
-    print(f"{args.ckpt}: {describe(cfg)}, exact match on its {cfg.eval_n} test problems per scenario:")
-    for s in L.SCENARIOS:
+    tested = {}
+    acc = evaluate(model, vocab, eval_sets(cfg, vocab), cfg.device, keep=tested)
+    print(f"{args.ckpt}: {run_name(cfg)}, exact match on its {cfg.eval_n} test problems per scenario:")
+    for s in logic_data.SCENARIOS:
         print(f"  {s:<6}{acc_str(acc, s)}")
     print('  on the problems whose chain writes a name (not a query that is a fact): ' +
-          ' / '.join(f"{s} {acc[s + '_named']:.1%}" for s in L.SCENARIOS))
+          ' / '.join(f"{s} {acc[s + '_named']:.1%}" for s in logic_data.SCENARIOS))
     print(rows_str(rows_stats(model, vocab)))
     print(shapes_str(evaluate_shapes(model, vocab, shape_sets(cfg, vocab), cfg.device)))
-    mistakes(model, vocab, cfg, args.unseen)
+    mistakes(model, vocab, args.unseen, tested)
     os.makedirs(out, exist_ok=True)
     plot_rows(model, cfg, vocab, rows)
     print(f"\nwrote {rows}")
 
 
-def initial_model(cfg, vocab):
-    """The model exactly as train() starts it, on the CPU."""
-    return new_model(replace(cfg, device='cpu'), vocab)[0]
-
-
-@torch.no_grad()
-def plot_rows(model, cfg, vocab, path):
-    """The collapse as a picture: the unembedding rows (as unit vectors: the collapse metric is the cosine)
-    projected on their first two principal components, at the start of training and at the end. The start
-    is rebuilt from the seed, exactly as train() draws it."""
-    start = initial_model(cfg, vocab).lm_head.weight
-    plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.6))
-    pick = torch.randperm(len(vocab.train_ids), generator=torch.Generator().manual_seed(0))[:1000]
-    train_ids = torch.tensor(vocab.train_ids)[pick]                 # 1000 of the training rows: enough to see
-    panels = ((axes[0], start, 'start of training'), (axes[1], model.lm_head.weight, 'end of training'))
-    for ax, w, when in panels:
-        u = F.normalize(w.detach().float().cpu(), dim=1)
-        x = u - u.mean(0)
-        pcs = torch.linalg.svd(x, full_matrices=False).Vh[:2]           # (2, C)
-        xy = x @ pcs.T                                                  # (V, 2)
-        ax.scatter(*xy[train_ids].T, s=4, alpha=0.4, label='training names (1000 of them)')
-        ax.scatter(*xy[vocab.unseen_ids].T, s=10, color='tab:red', label='unseen names (100)')
-        ax.set(title=f'{when}: unseen-row cosine {cos_str(mean_pairwise_cosine(w[vocab.unseen_ids]))}',
-               xlabel='PC 1', ylabel='PC 2')
-    axes[0].legend(loc='lower left', fontsize=8)
-    fig.suptitle(f'{describe(cfg)}: unembedding rows, first two principal components')
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
 # -----------------------------------------------------------------------------
-# B. the fine-tuning contrast: how fast a trained model learns unseen names
+# B. the fine-tuning contrast (the paper's Gemma 3 experiment in miniature): how fast a trained model
+# learns unseen names, from collapsed, fresh or copied rows
 
 
 @torch.no_grad()
@@ -1080,7 +1194,8 @@ def finetune(model, vocab, cfg, start, max_steps, eval_every, target=0.9):
 def finetune_job(weights, cfg, start, max_steps, eval_every):
     """`finetune` in a worker process with one thread."""
     torch.set_num_threads(1)
-    return finetune(model_from(cfg, weights), L.Vocab(cfg.n_symbols), cfg, start, max_steps, eval_every)
+    return finetune(make_model(cfg, weights), logic_data.Vocab(cfg.n_symbols), cfg, start, max_steps,
+                    eval_every)
 
 
 def finetune_plot(ft, path):
@@ -1097,37 +1212,11 @@ def finetune_plot(ft, path):
     plt.close(fig)
 
 # -----------------------------------------------------------------------------
-# C. --grid: the paper's table (configurations x test scenarios), then the fine-tuning contrast
+# C. --grid: the paper's table (grid_rows, every row on the same problems and budget), then the
+# fine-tuning contrast from its standard model
 
 
-# one common setting for every row: the demo's model, symbol pool and schedule on shallower problems of the
-# one layout (depth 1-2; problems of every shape need far longer runs) and 4000 steps, so that 2 seeds of
-# every row fit in half an hour on 2 CPU cores (25 min; the
-# standard model's seeds solve 99% of them in training symbols by then: README);
-# --quick is for a class: one seed, 1200 steps, most rows still learning (about 5 minutes)
-GRID = dict(n_symbols=5000, max_depth=2, steps=4000, eval_every=1000, eval_n=500, layout='template')
-GRID_QUICK = dict(n_symbols=5000, max_depth=2, steps=1200, eval_every=600, eval_n=300, layout='template')
-GRID_FORGET_EVERY = 100                          # forget-until stops resetting halfway through
-GRID_FEW_SYMBOLS = 1000                          # a smaller training pool, for freeze-emb: diversity
-GRID_FT, GRID_FT_QUICK = (1500, 50), (300, 50)   # fine-tuning: most steps, evaluate every
-
-
-def grid_rows(base):
-    """(label, config) for every row of the table."""
-    c = lambda **kw: replace(base, **kw)
-    K, N = GRID_FORGET_EVERY, base.steps // 2
-    copy, pointer = dict(copy_attn=True), dict(copy_attn=True, copy_form='pointer')
-    rows = [c(), c(identity=False),                                  # what the identity terms buy
-            c(**copy), c(**pointer),                                 # copy attention alone, both forms
-            c(freeze_emb=True), c(freeze_emb=True, **copy),
-            c(forget_every=K), c(forget_every=K, forget_until=N),
-            c(forget_every=K, forget_until=N, **pointer),
-            c(tie_emb=False)]
-    return [(describe(r), r) for r in rows] + [(f'freeze-emb, {GRID_FEW_SYMBOLS} symbols',
-                                                c(n_symbols=GRID_FEW_SYMBOLS, freeze_emb=True))]
-
-
-def spread(xs, fmt):
+def mean_range(xs, fmt):
     """'mean (min-max)' over seeds."""
     m = sum(xs) / len(xs)
     return fmt(m) if len(xs) == 1 else f"{fmt(m)} ({fmt(min(xs))}-{fmt(max(xs))})"
@@ -1143,12 +1232,12 @@ def grid_table(results, base):
              '|---' * 9 + '|']
     for label in dict.fromkeys(r['row'] for r in results):
         rs = [r for r in results if r['row'] == label]
-        cells = [spread([r['none'] for r in rs], pct)]
+        cells = [mean_range([r['none'] for r in rs], pct)]
         for s in ('query', 'all'):
-            cells += [spread([r[s] for r in rs], pct), tf(rs, s)]
-        cells += [spread([r['cos_unseen'] for r in rs], cos_str),
+            cells += [mean_range([r[s] for r in rs], pct), tf(rs, s)]
+        cells += [mean_range([r['cos_unseen'] for r in rs], cos_str),
                   f"{avg(rs, 'norm_unseen'):.2f} / {avg(rs, 'norm_train'):.2f}",
-                  spread([r['wall'] for r in rs], lambda v: f"{v:.0f}")]
+                  mean_range([r['wall'] for r in rs], lambda v: f"{v:.0f}")]
         lines.append(f"| {label} | " + ' | '.join(cells) + ' |')
     return '\n'.join(lines)
 
@@ -1157,7 +1246,7 @@ def grid_plot(results, path, title):
     plt = pyplot()
     labels = list(dict.fromkeys(r['row'] for r in results))
     fig, ax = plt.subplots(figsize=(10, 0.45 * len(labels) + 1.5))
-    for k, s in enumerate(L.SCENARIOS):
+    for k, s in enumerate(logic_data.SCENARIOS):
         vals = [[100 * r[s] for r in results if r['row'] == lab] for lab in labels]
         mean = [sum(v) / len(v) for v in vals]
         err = [[m - min(v) for m, v in zip(mean, vals)], [max(v) - m for m, v in zip(mean, vals)]]
@@ -1232,7 +1321,7 @@ def run_grid(base, seeds, out, workers, log=print):
     kept_weights = next((label, cfg) for label, cfg, keep in jobs if keep)
     try:
         pretrained = torch.load(weights_file)
-        model_from(kept_weights[1], pretrained)                      # of this very configuration
+        make_model(kept_weights[1], pretrained)                      # of this very configuration
     except Exception:   # none, damaged, or another model's: the run whose weights fine-tuning needs, again
         if os.path.exists(weights_file) and any(r['row'] == kept_weights[0] for r in results):
             skipped[f'{weights_file} unreadable or of another model: its run trained again'] = 1
@@ -1257,17 +1346,17 @@ def run_grid(base, seeds, out, workers, log=print):
             done = len(results)
             new = results[len(done_before):]                 # trained in this call: the time estimate
             left = sum(r['wall'] for r in new) / len(new) * (len(jobs) - done) / workers
-            accs = ' '.join(f"{s} {acc_str(result, s)}" for s in L.SCENARIOS)
+            accs = ' '.join(f"{s} {acc_str(result, s)}" for s in logic_data.SCENARIOS)
             log(f"[{done:2d}/{len(jobs)}] {result['row']:<40} seed {result['seed']} | {accs} | "
                 f"cos unseen {cos_str(result['cos_unseen'])} | {result['wall']:4.0f} s | "
                 f"about {left / 60:4.1f} min left")
     order = {(label, cfg.seed): i for i, (label, cfg, _) in enumerate(jobs)}
     results.sort(key=lambda r: order[r['row'], r['seed']])
     cfg = next(cfg for label, cfg, keep in jobs if keep)
-    model = model_from(cfg, pretrained)
+    model = make_model(cfg, pretrained)
     grid_plot(results, os.path.join(out, 'grid.png'), f'{len(seeds)} seed(s) per row, {base.steps} steps, '
               f'depth 1-{base.max_depth}, {base.n_symbols} training symbols unless named')
-    return results, grid_table(results, base), (model, L.Vocab(cfg.n_symbols), cfg)
+    return results, grid_table(results, base), (model, logic_data.Vocab(cfg.n_symbols), cfg)
 
 
 def main_grid(args, argv):
@@ -1289,8 +1378,8 @@ def main_grid(args, argv):
     print('\n' + table + '\n')
     ft_steps, ft_every = (GRID_FT_QUICK if args.quick else GRID_FT)
     print(f"fine-tuning contrast: the standard model (seed {seeds[0]}, its unseen rows at cosine "
-          f"{collapse(model, vocab)[0]:.2f}) fine-tuned on problems in unseen symbols, up to {ft_steps} "
-          f"steps, from collapsed, fresh and copied unseen rows ...")
+          f"{rows_stats(model, vocab)['cos_unseen']:.2f}) fine-tuned on problems in unseen symbols, up to "
+          f"{ft_steps} steps, from collapsed, fresh and copied unseen rows ...")
     starts = ('collapsed', 'fresh', 'copied')
     weights = {k: v.cpu() for k, v in model.state_dict().items()}
     jobs = [(weights, cfg, start, ft_steps, ft_every) for start in starts]
@@ -1324,8 +1413,9 @@ def timed_steps(cfg, steps, group=True, threads=None):
     a fresh model, after 5 warm-up steps. `threads`: torch threads for this process."""
     if threads:
         torch.set_num_threads(threads)
-    vocab = L.Vocab(cfg.n_symbols)
-    model, optimizer = new_model(cfg, vocab)
+    vocab = logic_data.Vocab(cfg.n_symbols)
+    model = make_model(cfg)
+    optimizer = make_optimizer(model, cfg)
     tokens, t0 = [], []
 
     def counted(data):
@@ -1337,7 +1427,7 @@ def timed_steps(cfg, steps, group=True, threads=None):
         if step == 5:       # the first steps warm up allocators and caches
             tokens.clear()
             t0.append(time.time())
-    data = counted(batches(random.Random(cfg.seed), cfg, vocab, group=group))
+    data = counted(batches(random.Random(cfg.seed), cfg, vocab, ahead=8 if group else 1))
     train_loop(model, optimizer, replace(cfg, steps=5 + steps, eval_every=5), data, start_clock)
     return sum(tokens), time.time() - t0[0]
 
@@ -1371,7 +1461,7 @@ def bench(cfg, steps=150, rounds=2, log=print):
                 speed = tokens / seconds
             best[i] = max(best[i], speed)
             log(f"round {r + 1}/{rounds}: {name:<66} {speed:9,.0f} tokens/s")
-    lines = [f"| training loop ({describe(cfg)}, {cfg.n_symbols} symbols, {cfg.device}) | tokens/s "
+    lines = [f"| training loop ({run_name(cfg)}, {cfg.n_symbols} symbols, {cfg.device}) | tokens/s "
              "| vs first |",
              '|---|---|---|']
     lines += [f"| {name} | {speed:,.0f} | {speed / best[0]:.2f}x |"
@@ -1379,112 +1469,12 @@ def bench(cfg, steps=150, rounds=2, log=print):
     return '\n'.join(lines)
 
 # -----------------------------------------------------------------------------
-# E. the command line
+# E. the command line's checks, and the checks a stored configuration passes
 
 
-def pick_precision(name, device):
-    """'auto': bfloat16 where the hardware computes it fast (CUDA with bf16, a CPU with AVX512-BF16 or
-    AMX), float32 elsewhere: on an older CPU, bfloat16 would be emulated and slower."""
-    if name != 'auto':
-        return name
-    if device.startswith('cuda'):
-        return 'bf16' if torch.cuda.is_bf16_supported() else 'fp32'
-    if device == 'cpu':
-        fast = [getattr(torch.cpu, f, lambda: False)()
-                for f in ('_is_avx512_bf16_supported', '_is_amx_tile_supported')]
-        return 'bf16' if any(fast) else 'fp32'
-    return 'fp32'
-
-
-def pick_device(name):
-    """auto: CUDA if there is one, else the CPU. Not an Apple GPU (mps): a 0.5M-parameter model launches
-    many small kernels a step, which a GPU pays for in latency and a CPU does not; we could not measure
-    one, so `--device mps` is there to try, not the default."""
-    if name != 'auto':
-        return name
-    return 'cuda' if torch.cuda.is_available() else 'cpu'
-
-
-def terms(cfg):
-    """What the run's attention has, in words: 'identity terms on, copy attention off'."""
-    return (f"identity terms {'on' if cfg.identity else 'off'}, "
-            f"copy attention {cfg.copy_form + ' form' if cfg.copy_attn else 'off'}")
-
-
-def describe(cfg):
-    """The switches of a run, e.g. 'copy-attn + freeze-emb' ('standard' if none)."""
-    on = [('no-identity', not cfg.identity), ('copy-attn', cfg.copy_attn and cfg.copy_form == 'residual'),
-          ('copy-pointer', cfg.copy_attn and cfg.copy_form == 'pointer'), ('freeze-emb', cfg.freeze_emb),
-          ('untied', not cfg.tie_emb),
-          (f'forget-every {cfg.forget_every}', cfg.forget_every),
-          (f'until {cfg.forget_until}', cfg.forget_every and cfg.forget_until)]
-    return ' + '.join(name for name, flag in on if flag) or 'standard'
-
-
-def parse_args(argv=None):
+def check_args(p, args):
+    """Every way the switches can contradict each other or measure nothing, each a one-line argparse error."""
     d, flag = Config(), lambda k: '--' + k.replace('_', '-')
-    p = argparse.ArgumentParser(description='Train a transformer on Horn-clause logic and test it on unseen '
-                                'symbols.', formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    a = p.add_argument
-    a('--unseen', choices=L.SCENARIOS, default='all', help='test scenario the verdict reports')
-    a('--copy-attn', action='store_true', help='add copy attention (it copies raw input tokens)')
-    a('--copy-form', choices=('residual', 'pointer'), default=d.copy_form, help='residual: add the attended '
-      "raw embeddings to the residual stream; pointer: add copy logits for the attended tokens' ids")
-    a('--identity', action=argparse.BooleanOptionalAction, default=d.identity,
-      help="Boix-Adsera et al.'s identity terms (a_h I, b_h I) in every attention head")
-    a('--identity-a', type=float, default=d.identity_a, help="a_h at the start (match equal tokens)")
-    a('--identity-b', type=float, default=d.identity_b, help='b_h at the start (copy the matched tokens)')
-    a('--emb-norm', type=float, default=d.emb_norm, help='mean row norm of the orthogonal (un)embeddings')
-    a('--freeze-emb', action='store_true', help='orthogonal (un)embeddings, never updated')
-    a('--untie-emb', action='store_true',
-      help='separate input embedding and unembedding (two matrices that start equal)')
-    a('--forget-every', type=int, default=0, metavar='K', help='reset (un)embeddings every K steps')
-    a('--forget-until', type=int, default=0, metavar='N', help='no resets after step N (0: never stop)')
-    a('--n-symbols', type=int, default=d.n_symbols, help='training symbol pool (diversity)')
-    a('--max-depth', type=int, default=d.max_depth, help='longest planted derivation')
-    a('--max-premises', type=int, default=d.max_premises, help='premises per rule (1 to 3)')
-    a('--curriculum', type=int, default=d.curriculum, metavar='N', help='training problems start at '
-      'depth 1, one depth more every N steps (0: every depth from the start)')
-    a('--layout', choices=L.LAYOUTS, default=d.layout, help='shapes: problems of many shapes; template: '
-      'the one layout of earlier versions (2 facts, the path, 2 dead rules)')
-    a('--shape-curriculum', action=argparse.BooleanOptionalAction, default=d.shape_curriculum,
-      help='with --curriculum: small shapes first (at most 2 facts, no side and 1 dead rule), every shape '
-      'from the last stage')
-    a('--n-layer', type=int, default=d.n_layer)
-    a('--n-head', type=int, default=d.n_head)
-    a('--n-embd', type=int, default=d.n_embd, help='model width')
-    a('--steps', type=int, default=None, help='%(default)s: by --layout, shapes 10000, template 4000')
-    a('--batch-size', type=int, default=None, help='%(default)s: by --layout, shapes 128, template 64')
-    a('--lr', type=float, default=d.lr)
-    a('--schedule', choices=('wsd', 'cosine'), default=d.schedule, help='after the warmup, wsd: the full lr, '
-      'then a linear decay to a tenth over the last quarter of the steps; cosine: a cosine decay to a tenth')
-    a('--weight-decay', type=float, default=d.weight_decay, help='AdamW decay, (un)embeddings included')
-    a('--grad-clip', type=float, default=d.grad_clip, help='clip the global gradient norm (0: never)')
-    a('--eval-every', type=int, default=d.eval_every)
-    a('--eval-n', type=int, default=d.eval_n, help='test problems per scenario')
-    a('--seed', type=int, default=d.seed)
-    a('--device', default='auto', help='auto, cpu, cuda or mps')
-    a('--precision', choices=('auto', 'fp32', 'bf16'), default='auto', help='bf16: matrix products in '
-      'bfloat16 (autocast); auto: bf16 where the hardware is fast at it')
-    a('--out', default=None, help='output folder (default: runs/<time>_<switches>)')
-    a('--ask', metavar='TEXT', help="solve one problem, e.g. 'u1 . u1 -> u2 . ? u2', with --ckpt")
-    a('--problems', metavar='FILE', help='with --ckpt: solve every problem in FILE (one per line: the text '
-      'form, or JSON lines from logic_data.py --jsonl)')
-    a('--ckpt', metavar='PATH', help='checkpoint written by a training run: evaluate it on the three '
-      'scenarios and the shapes it never trained on (mistakes shown for --unseen), or solve one problem '
-      'with --ask, or a file with --problems')
-    a('--grid', action='store_true', help="train every configuration of the paper's table (2 seeds each, on "
-      'the one layout) and run the fine-tuning contrast; writes grid.md, grid.json, grid.png, finetune.png '
-      '(~25 min on 2 CPU cores)')
-    a('--quick', action='store_true', help='with --grid: one seed, fewer steps (about 5 min)')
-    a('--seeds', type=int, default=None, help='with --grid: seeds per row (default 2, 1 with --quick)')
-    a('--resume', metavar='DIR', help='with --grid: finish an interrupted grid in DIR (same --quick and '
-      '--seeds), training only the runs it does not have yet')
-    a('--bench', action='store_true',
-      help='measure training-loop tokens/s for each speed lever (the switches pick the model)')
-    args = p.parse_args(argv)
-
-    # every way the switches can contradict each other or measure nothing, in one list: (bad?, message)
     given = lambda names: [flag(k) for k in names if getattr(args, k) != p.get_default(k)]
     on_grid = given(k for k in vars(args) if k not in ('grid', 'quick', 'seeds', 'resume', 'device',
                                                          'precision', 'out'))
@@ -1529,7 +1519,6 @@ def parse_args(argv=None):
     for bad, message in problems:
         if bad and message:
             p.error(message)
-    return args
 
 
 def config_error(c):
@@ -1542,8 +1531,8 @@ def config_error(c):
               ('identity_b', -100, 100), ('emb_norm', 0, 100))
     highs = (('n_symbols', 100_000), ('n_embd', 2048), ('n_layer', 48), ('batch_size', 4096),
              ('eval_n', 20_000), ('steps', 10_000_000))
-    if c.layout not in L.LAYOUTS:
-        return f"--layout {c.layout}: choose from {', '.join(L.LAYOUTS)}"
+    if c.layout not in logic_data.LAYOUTS:
+        return f"--layout {c.layout}: choose from {', '.join(logic_data.LAYOUTS)}"
     problems = [
         *[(number(k) < 1, f'{flag(k)} must be >= 1')
           for k in ('steps', 'batch_size', 'eval_every', 'eval_n', 'n_layer', 'n_head', 'n_embd')],
@@ -1552,7 +1541,7 @@ def config_error(c):
         (not 0 <= c.seed < 2 ** 63, f'--seed {c.seed}: must be in [0, 2^63)'),
         (c.n_head >= 1 and c.n_embd % c.n_head,
          f'--n-embd {c.n_embd} must be divisible by --n-head {c.n_head}'),
-        (True, L.size_error(c.n_symbols, c.max_depth, c.max_premises)),
+        (True, logic_data.size_error(c.n_symbols, c.max_depth, c.max_premises)),
         *[(not low <= getattr(c, k) <= high or (getattr(c, k) == 0 and k in open_low),
            f"{flag(k)} {getattr(c, k)}: must be a number in {'(' if k in open_low else '['}{low}, {high}]")
           for k, low, high in ranges],
@@ -1564,8 +1553,8 @@ def config_error(c):
     # the caps above hold one by one; these hold what they are for: the model's size, and the memory of one
     # evaluation (every test problem of a scenario in one batch: its attention scores and target logits)
     deepest = c.max_depth + 2 * (c.layout == 'shapes')                   # as in Config.block_size
-    T = L.GenConfig(max_depth=deepest, max_premises=c.max_premises, layout=c.layout).max_tokens()
-    V, C = c.n_symbols + len(L.SPECIALS) + L.N_UNSEEN, c.n_embd
+    T = logic_data.GenConfig(max_depth=deepest, max_premises=c.max_premises, layout=c.layout).max_tokens()
+    V, C = c.n_symbols + len(logic_data.SPECIALS) + logic_data.N_UNSEEN, c.n_embd
     params = c.n_layer * 12 * C * C + V * C
     if params > 200e6:
         return (f'--n-layer {c.n_layer} --n-embd {C}: {params / 1e6:.0f}M parameters, at most 200M '
@@ -1577,32 +1566,9 @@ def config_error(c):
     return None
 
 
-def config_from_args(args):
-    names = {f.name for f in fields(Config)}
-    return Config(**{k: v for k, v in vars(args).items() if k in names}, tie_emb=not args.untie_emb)
-
-
-def output_folder(out, name):
-    """The run's folder (default runs/<time>_<switches>), made and checked for writing now, not after the
-    whole run. Returns (folder, whether this call created it)."""
-    stamp = time.strftime('%Y%m%d-%H%M%S_')
-    out = out or os.path.join('runs', stamp + name.replace(' + ', '_').replace(' ', ''))
-    created = not os.path.isdir(out)
-    taken = [f for f in ('ckpt.pt', 'training.png', 'ckpt_rows.png') if os.path.isdir(os.path.join(out, f))]
-    if taken:
-        sys.exit(f"error: --out {out}: {taken[0]} there is a folder; the run would save nothing")
-    try:
-        os.makedirs(out, exist_ok=True)
-        with open(os.path.join(out, '.write-test'), 'w'):
-            pass
-        os.remove(os.path.join(out, '.write-test'))
-    except OSError as e:
-        sys.exit(f"error: --out {out}: cannot write there ({e.strerror})")
-    return out, created
-
 
 if __name__ == '__main__':
-    L.stop_on_signals()
+    logic_data.stop_on_signals()
     try:
         main()
     except BrokenPipeError:   # `| head`: the reader has gone; stop quietly
