@@ -155,8 +155,9 @@ def train(H, y, K, n_unseen, optimizer='gd', eta=1.0, lam=0.05, steps=2000, batc
     return {k: np.array(v) for k, v in track.items()}
 
 
-def report(name, tr):
-    """Print how the collapse went and how the bound held; returns the steps where it failed."""
+def report(name, tr, claimed=True):
+    """Print how the collapse went and how the bound held; returns the steps where it failed. Not
+    `claimed` (AdamW, which the lemma is not about): the bound is printed for comparison only."""
     measured = ~np.isnan(tr['ratio'])
     held = tr['ratio'][measured] <= tr['bound'][measured] + 1e-12
     contracting = tr['bound'] < 1
@@ -169,8 +170,12 @@ def report(name, tr):
           f"{np.median(slack) if held.any() else float('nan'):.1e}); a contraction (bound < 1) on "
           f"{contracting.sum()} steps, from step {np.argmax(contracting) if contracting.any() else '-'}")
     failed = np.flatnonzero(measured)[~held]
-    if len(failed):
-        print(f"{'':<22} bound FAILED on steps {failed[:10].tolist()}{' ...' if len(failed) > 10 else ''}")
+    steps = f"{failed[:10].tolist()}{' ...' if len(failed) > 10 else ''}"
+    if len(failed) and claimed:
+        print(f"{'':<22} bound FAILED on steps {steps}")
+    elif len(failed):
+        print(f"{'':<22} (for comparison only: the lemma is about GD and SGD, and AdamW's normalised step is "
+              f"not bound by it; above it on steps {steps})")
     return failed
 
 
@@ -207,7 +212,8 @@ def lemma_verdict(runs, failed):
         plain = [tr for (o, lam), tr in gd.items() if lam == 0]
         collapsed = all(tr['cos_unseen'][-1] > 0.9 and tr['cos_seen'][-1] < 0.5 for tr in decayed)
         kept = all(tr['cos_unseen'][-1] < 0.9 for tr in plain)
-        lines.append(f"verdict: with weight decay the unseen rows "
+        names = ' and '.join(o.upper() for o in dict.fromkeys(o for o, _ in gd))
+        lines.append(f"verdict: under {names}, with weight decay the unseen rows "
                      f"{'collapse' if collapsed else 'do NOT all collapse'} "
                      f"(cosine -> {min(tr['cos_unseen'][-1] for tr in decayed):.2f}) while the seen rows "
                      f"stay apart; without it they {'do not' if kept else 'DO'} collapse. "
@@ -233,10 +239,8 @@ def lemma(args):
         for lam in (args.lam, 0.0):
             tr = train(H, y, args.classes, args.unseen, opt, args.eta, lam, args.steps, args.batch, args.seed)
             runs[opt, lam] = tr
-            bad = report(f'{opt}, lambda={lam:g}', tr)     # printed for all, counted for the lemma's
+            bad = report(f'{opt}, lambda={lam:g}', tr, claimed=opt != 'adamw')
             failed += len(bad) if opt != 'adamw' else 0
-            if opt == 'adamw':
-                print(f"{'':<22} (AdamW: the bound is the GD lemma's, shown for comparison, not a claim)")
     path = os.path.join(args.out, 'lemma.png')
     os.makedirs(args.out, exist_ok=True)
     plot_lemma(runs, path)
