@@ -1309,8 +1309,9 @@ def test_lemma_collapse_with_weight_decay_and_not_without():
 def test_theory_demo_default_run_says_collapse_with_decay_and_not_without(tmp_path):
     r = run('theory_demo.py', '--out', str(tmp_path))
     assert r.returncode == 0, r.stderr
-    assert ('verdict: under GD and SGD, with weight decay the unseen rows collapse (cosine -> 1.00) while the '
-            'seen rows stay apart; without it they do not collapse. The bound held on every GD/SGD step.') in r.stdout
+    assert ('verdict: under GD and SGD, with weight decay the unseen rows collapse (cosine -> 1.00) while '
+            'the seen rows stay apart; without it they do not collapse. The bound held on every GD/SGD '
+            'step.') in r.stdout
     assert (tmp_path / 'lemma.png').is_file()
 
 
@@ -1319,8 +1320,9 @@ def test_the_lemma_verdict_is_about_gd_and_sgd_and_adamw_gets_its_own_clause():
     runs = {('gd', 0.05): trace(1.0), ('gd', 0.0): trace(0.1), ('adamw', 0.05): trace(0.97),
             ('adamw', 0.0): trace(0.95)}                       # AdamW aligns the rows without decay too
     first, adamw = TD.lemma_verdict(runs, 0).splitlines()
-    assert first == ('verdict: under GD, with weight decay the unseen rows collapse (cosine -> 1.00) while the '
-                     'seen rows stay apart; without it they do not collapse. The bound held on every GD/SGD step.')
+    assert first == ('verdict: under GD, with weight decay the unseen rows collapse (cosine -> 1.00) while '
+                     'the seen rows stay apart; without it they do not collapse. The bound held on every '
+                     'GD/SGD step.')
     assert adamw.startswith("AdamW, not the lemma's optimizer") and \
         adamw.endswith("cosine ends at 0.97 with weight decay and 0.95 without weight decay")
     # a step above the GD bound is a failure for GD and SGD, and only a comparison for AdamW
