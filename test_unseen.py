@@ -1315,7 +1315,7 @@ def test_theory_demo_default_run_says_collapse_with_decay_and_not_without(tmp_pa
     assert (tmp_path / 'lemma.png').is_file()
 
 
-def test_the_lemma_verdict_is_about_gd_and_sgd_and_adamw_gets_its_own_clause():
+def test_the_lemma_verdict_is_about_gd_and_sgd_and_adamw_gets_its_own_clause(capsys):
     trace = lambda unseen: {'cos_unseen': [0.0, unseen], 'cos_seen': [0.0, 0.1]}
     runs = {('gd', 0.05): trace(1.0), ('gd', 0.0): trace(0.1), ('adamw', 0.05): trace(0.97),
             ('adamw', 0.0): trace(0.95)}                       # AdamW aligns the rows without decay too
@@ -1326,15 +1326,13 @@ def test_the_lemma_verdict_is_about_gd_and_sgd_and_adamw_gets_its_own_clause():
     assert adamw.startswith("AdamW, not the lemma's optimizer") and \
         adamw.endswith("cosine ends at 0.97 with weight decay and 0.95 without weight decay")
     # a step above the GD bound is a failure for GD and SGD, and only a comparison for AdamW
-    import io, contextlib
     over = {'ratio': np.array([0.5, 0.9]), 'bound': np.array([0.6, 0.8]), 'cos_unseen': np.zeros(2),
             'cos_seen': np.zeros(2), 'dist_unseen': np.ones(2), 'dist_seen': np.ones(2), 'p': np.ones(2),
             'r': np.ones(2)}
     for claimed, want in ((True, 'bound FAILED on steps [1]'), (False, 'for comparison only')):
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            assert TD.report('x', over, claimed=claimed).tolist() == [1]
-        assert want in out.getvalue() and ('FAILED' in out.getvalue()) == claimed
+        assert TD.report('x', over, claimed=claimed).tolist() == [1]
+        out = capsys.readouterr().out
+        assert want in out and ('FAILED' in out) == claimed
 
 
 def test_theory_demo_refuses_an_unwritable_out_before_any_work(tmp_path):
