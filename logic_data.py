@@ -190,6 +190,36 @@ def parse(text):
                          f"'{' '.join(problem_tokens(p)[1])}'")
     return p
 
+def read_problems(path):
+    """Problems from a file, one per line: the text form (a solution after ':' is checked against the
+    solver) or a JSON object with a 'text' field, as `logic_data.py --jsonl` writes; blank lines and
+    lines starting with '#' are skipped. ValueError naming the file and line of the first bad one."""
+    problems = []
+    try:
+        with open(path, encoding='utf-8') as f:
+            lines = f.read().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"--problems {path}: cannot read it ({getattr(e, 'strerror', None) or e})")
+    for i, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line or line.startswith('#'):
+            continue
+        try:
+            if line.startswith('{'):
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError:
+                    raise ValueError('not valid JSON')
+                if not isinstance(obj, dict) or not isinstance(obj.get('text'), str):
+                    raise ValueError("a JSON line needs a 'text' field (as logic_data.py --jsonl writes)")
+                line = obj['text']
+            problems.append(parse(line))
+        except (ValueError, RecursionError) as e:
+            raise ValueError(f'{path}, line {i}: {e}')
+    if not problems:
+        raise ValueError(f'{path}: no problems in it (one per line)')
+    return problems
+
 # -----------------------------------------------------------------------------
 # the generator: many shapes (the default), or the one layout of earlier versions ('template')
 
@@ -384,6 +414,24 @@ def arbitrary(rng, cfg, names, provable=None):
         chain, answer = forward_chain(facts, rules, query)
         if answer == provable and len(chain) <= cfg.max_depth + SHAPE_LIMITS['side'][1]:
             return Problem(facts, rules, query, chain, answer)
+
+
+def beyond_training(cfg, p):
+    """Where a problem lies outside what a generator of `cfg` draws (more facts, rules, premises or chain
+    steps), in words, or None."""
+    if cfg.layout == 'template':
+        most = dict(facts=2, rules=cfg.max_depth + 2, chain=cfg.max_depth)
+    else:
+        most = dict(facts=SHAPE_LIMITS['facts'][1],
+                    rules=cfg.max_depth + SHAPE_LIMITS['side'][1] + SHAPE_LIMITS['dead'][1],
+                    chain=cfg.max_depth + SHAPE_LIMITS['side'][1])
+    have = dict(facts=len(p.facts), rules=len(p.rules), chain=len(p.chain))
+    over = [f"{have[k]} {'chain steps' if k == 'chain' else k} (training: at most {most[k]})"
+            for k in most if have[k] > most[k]]
+    premises = max((len(ps) for ps, _ in p.rules), default=0)
+    if premises > cfg.max_premises:
+        over.append(f'a rule with {premises} premises (training: at most {cfg.max_premises})')
+    return 'this problem has ' + ', '.join(over) if over else None
 
 
 def apply_scenario(rng, problem, scenario, vocab):

@@ -781,14 +781,15 @@ def test_ask_shows_top_three_and_where_copy_attention_points(trained, capsys):
 
 
 def test_ask_says_when_a_problem_lies_beyond_training():
-    cfg = U.Config(max_depth=2)
-    assert U.beyond_training(cfg, L.parse('u1 . u2 . u1 -> u3 . u3 -> u4 . ? u4')) is None
+    g = U.Config(max_depth=2).gen_config()
+    assert L.beyond_training(g, L.parse('u1 . u2 . u1 -> u3 . u3 -> u4 . ? u4')) is None
     five = L.parse('u1 . u2 . u3 . u4 . u5 . u1 -> u6 . ? u6')
-    assert U.beyond_training(cfg, five) == 'this problem has 5 facts (training: at most 4)'
+    assert L.beyond_training(g, five) == 'this problem has 5 facts (training: at most 4)'
     long = L.parse(' . '.join(f'u{i} -> u{i + 1}' for i in range(5)) + ' . u0 u9 -> u8 . u0 . ? u5')
-    assert U.beyond_training(cfg, long) == ('this problem has 5 chain steps (training: at most 4), '
-                                            'a rule with 2 premises (training: at most 1)')
-    assert U.beyond_training(replace(cfg, layout='template'), L.parse('u1 . u2 . u3 . u1 -> u4 . ? u4')) == \
+    assert L.beyond_training(g, long) == ('this problem has 5 chain steps (training: at most 4), '
+                                          'a rule with 2 premises (training: at most 1)')
+    three = L.parse('u1 . u2 . u3 . u1 -> u4 . ? u4')
+    assert L.beyond_training(replace(g, layout='template'), three) == \
         'this problem has 3 facts (training: at most 2)'
 
 

@@ -980,25 +980,6 @@ def grid_rows(base):
 # -----------------------------------------------------------------------------
 # A. a trained model: --ckpt (its test sets and mistakes), --ask (one problem, step by step), --problems
 
-def beyond_training(cfg, p):
-    """Where a problem lies outside what training drew (more facts, rules, premises or chain steps), in
-    words, or None."""
-    g = cfg.gen_config()
-    if g.layout == 'template':
-        most = dict(facts=2, rules=g.max_depth + 2, chain=g.max_depth)
-    else:
-        most = dict(facts=logic_data.SHAPE_LIMITS['facts'][1],
-                    rules=g.max_depth + sum(logic_data.SHAPE_LIMITS[k][1] for k in ('side', 'dead')),
-                    chain=g.max_depth + logic_data.SHAPE_LIMITS['side'][1])
-    have = dict(facts=len(p.facts), rules=len(p.rules), chain=len(p.chain))
-    over = [f"{have[k]} {'chain steps' if k == 'chain' else k} (training: at most {most[k]})"
-            for k in most if have[k] > most[k]]
-    premises = max((len(ps) for ps, _ in p.rules), default=0)
-    if premises > g.max_premises:
-        over.append(f'a rule with {premises} premises (training: at most {g.max_premises})')
-    return 'this problem has ' + ', '.join(over) if over else None
-
-
 def ask(model, vocab, cfg, text):
     """Print the model's chain and answer for a problem in the text form, and for each token it writes
     the top three candidates with their logits and, with copy attention, the context position it copies
@@ -1011,7 +992,7 @@ def ask(model, vocab, cfg, text):
     ids, n_prompt = vocab.encode(p)
     if len(ids) > cfg.block_size():
         raise ValueError(f"problem too long: {len(ids)} tokens, this model reads at most {cfg.block_size()}")
-    note = beyond_training(cfg, p)
+    note = logic_data.beyond_training(cfg.gen_config(), p)
     if note:
         print(f"note: {note}; the model never trained on a problem like it")
     trace = []
@@ -1062,37 +1043,6 @@ def load_checkpoint(path, device='cpu'):
     return model, logic_data.Vocab(cfg.n_symbols), cfg
 
 
-def read_problems(path):
-    """Problems from a file, one per line: the text form (a solution after ':' is checked against the
-    solver) or a JSON object with a 'text' field, as `logic_data.py --jsonl` writes; blank lines and
-    lines starting with '#' are skipped. ValueError naming the file and line of the first bad one."""
-    problems = []
-    try:
-        with open(path, encoding='utf-8') as f:
-            lines = f.read().splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"--problems {path}: cannot read it ({getattr(e, 'strerror', None) or e})")
-    for i, line in enumerate(lines, 1):
-        line = line.strip()
-        if not line or line.startswith('#'):
-            continue
-        try:
-            if line.startswith('{'):
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError:
-                    raise ValueError('not valid JSON')
-                if not isinstance(obj, dict) or not isinstance(obj.get('text'), str):
-                    raise ValueError("a JSON line needs a 'text' field (as logic_data.py --jsonl writes)")
-                line = obj['text']
-            problems.append(logic_data.parse(line))
-        except (ValueError, RecursionError) as e:
-            raise ValueError(f'{path}, line {i}: {e}')
-    if not problems:
-        raise ValueError(f'{path}: no problems in it (one per line)')
-    return problems
-
-
 def solve_problems(model, vocab, cfg, problems, path, n_show=5):
     """--problems: exact match of a model on a user's own problems, with its first mistakes."""
     for i, p in enumerate(problems):
@@ -1126,7 +1076,7 @@ def evaluate_checkpoint(args):
             ask(model, vocab, cfg, args.ask)
             return
         if args.problems is not None:
-            solve_problems(model, vocab, cfg, read_problems(args.problems), args.problems)
+            solve_problems(model, vocab, cfg, logic_data.read_problems(args.problems), args.problems)
             return
     except ValueError as e:
         sys.exit(f'error: {e}')
