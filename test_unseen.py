@@ -13,6 +13,7 @@ import threading
 import time
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
 
@@ -273,6 +274,24 @@ def test_held_out_shapes_never_reach_a_training_batch(monkeypatch, shape_curricu
         assert {p.how['shape'] for p in sets[name]['none'] + sets[name]['all']} == {f}
 
 
+def test_favour_hard_draws_deep_problems_and_side_rules_more_often_in_training_only():
+    """--favour-hard: training draws depth d with weight d and s side rules with weight s + 1 (held-out
+    families still excluded, T/F still balanced); the test problems stay uniform."""
+    cfg = replace(TINY, max_depth=4, curriculum=0, favour_hard=True)
+    rng, names = random.Random(0), L.Vocab(cfg.n_symbols).train_names
+    drawn = [L.generate(rng, cfg.gen_config(step=0), names) for _ in range(4000)]
+    share = lambda ps, key, v: sum(p.how[key] == v if key == 'depth' else p.how['shape'][1] == v
+                                   for p in ps) / len(ps)
+    assert [round(share(drawn, 'depth', d), 2) for d in (1, 2, 3, 4)] == pytest.approx([.1, .2, .3, .4],
+                                                                                     abs=0.03)
+    assert share(drawn, 'side', 2) > 0.4 and share(drawn, 'side', 0) < 0.22   # uniform: 1/3 each
+    assert not {p.how['shape'] for p in drawn} & set(L.HELD_OUT)
+    assert abs(sum(p.answer for p in drawn) / len(drawn) - 0.5) < 0.03
+    tests = [L.generate(rng, cfg.gen_config(), names) for _ in range(4000)]
+    assert cfg.gen_config().favour_hard is False
+    assert [round(share(tests, 'depth', d), 2) for d in (1, 2, 3, 4)] == pytest.approx([.25] * 4, abs=0.03)
+
+
 def test_length_grouping_pads_each_batch_to_its_own_longest_problem():
     """Drawn `ahead` batches at a time and grouped by length, a batch spans a few neighbouring lengths;
     drawn one batch at a time (ahead=1, what --bench times as 'random batches') lengths are mixed. Checked
@@ -497,7 +516,8 @@ def test_command_line_defaults_are_configs_defaults_and_switches_set_one_thing()
     assert (U.Config().steps, U.Config().batch_size) == (10000, 128)
     t = cfg('--layout', 'template')
     assert t == U.Config(layout='template') and (t.steps, t.batch_size) == (4000, 64)
-    assert cfg('--layout', 'template', '--steps', '100').steps == 100 and cfg('--batch-size', '8').batch_size == 8
+    assert cfg('--layout', 'template', '--steps', '100').steps == 100
+    assert cfg('--batch-size', '8').batch_size == 8
 
 
 def test_untied_model_has_two_matrices_that_start_equal_and_train_apart():
@@ -723,7 +743,7 @@ def test_accuracy_by_position_names_each_target_position(trained):
     problems = L.make_problems(random.Random(3), cfg.gen_config(), vocab, 80)      # depth 1: one chain step
     tested = {}
     U.evaluate(model, vocab, {'none': problems}, keep=tested)      # the one pass the end of a run makes
-    by_pos = U.accuracy_by_position(*tested['none'])
+    by_pos, stops = U.accuracy_by_position(*tested['none'])
     longest = max(len(p.chain) for p in problems)                          # side rules: chains of 2 too
     assert longest >= 2 and list(by_pos) == [f'step {k + 1}' for k in range(longest)] + ['answer', '<eos>']
     # an independent count: position j of a problem's target is chain step j+1, then the answer, then <eos>
@@ -733,6 +753,14 @@ def test_accuracy_by_position_names_each_target_position(trained):
     assert by_pos['answer'] == pytest.approx(sum(answer_ok) / len(problems))
     first = [right[i, (y[i] != -1).nonzero()[0, 0]].item() for i, p in enumerate(problems) if p.chain]
     assert by_pos['step 1'] == pytest.approx(sum(first) / len(first))
+    # a chain step where it writes T or F instead of a name is an early stop; another name is not
+    assert list(stops) == list(by_pos)[:longest]
+    pred, chained = y.clone(), [i for i, p in enumerate(problems) if p.chain]
+    for n, i in enumerate(chained[:12]):
+        pred[i, (y[i] != -1).nonzero()[0, 0]] = vocab.stoi['F' if n % 3 else '->']   # 8 stops, 4 others
+    by_pos, stops = U.accuracy_by_position(problems, y, pred)
+    assert by_pos['step 1'] == pytest.approx(1 - 12 / len(chained))
+    assert stops['step 1'] == pytest.approx(8 / len(chained)) and stops['step 2'] == 0
     assert 0 < by_pos['step 1'] < 1 or 0 < by_pos['answer'] < 1     # not a constant: the check has teeth
 
 
@@ -759,7 +787,8 @@ def test_ask_shows_top_three_and_where_copy_attention_points(trained, capsys):
     for line, tok, right in zip(steps, written, want):   # the solver's token: first, with the top logit
         solver = line.split("solver's ")[1]
         assert solver.split(':')[0] == U.marked(vocab, right)
-        rank, logit = int(solver.split('rank ')[1].split()[0].replace(',', '')), float(solver.split('(')[1][:-1])
+        rank = int(solver.split('rank ')[1].split()[0].replace(',', ''))
+        logit = float(solver.split('(')[1][:-1])
         top = float(line.split()[2])
         assert (rank == 1) == (logit == top) and (rank > 1) == (logit < top)
         if tok == right:
@@ -797,8 +826,8 @@ def readme_asks():
     """Every `--ask` the README shows on a shipped checkpoint: (checkpoint, problem, the lines it prints)."""
     text = open(os.path.join(os.path.dirname(__file__) or '.', 'README.md')).read()
     found = []
-    for m in re.finditer(r"\$ python unseen.py --ckpt (assets/\S+\.pt) --ask '([^']+)'\n\n((?:(?:    .*)?\n)+)",
-                         text):
+    asked = r"\$ python unseen.py --ckpt (assets/\S+\.pt) --ask '([^']+)'\n\n((?:(?:    .*)?\n)+)"
+    for m in re.finditer(asked, text):
         shown = [line[4:] for line in m.group(3).rstrip('\n').splitlines()]
         found.append((m.group(1), m.group(2), shown))
     return found
@@ -818,7 +847,8 @@ def test_shipped_checkpoints_answer_the_projects_own_examples(capsys):
         printed = capsys.readouterr().out.splitlines()
         assert printed == shown, (ck, problem)
     model, vocab, cfg = models['assets/headline.pt']
-    help_example = re.search(r"e\.g\. '([^']+)'", ' '.join(run('unseen.py', '--help').stdout.split())).group(1)
+    help_text = ' '.join(run('unseen.py', '--help').stdout.split())
+    help_example = re.search(r"e\.g\. '([^']+)'", help_text).group(1)
     assert ('assets/headline.pt', help_example) in [(ck, problem) for ck, problem, _ in asks]
     top = re.search(r'\(`(x4 [^`]+?) :', open('README.md').read()).group(1)
     assert {U.TRY_PROBLEM, top} <= {problem for _, problem, _ in asks}
@@ -885,13 +915,15 @@ def test_checkpoint_round_trip_and_ask(trained, capsys):
     chain = ' . '.join(f'x{i} -> x{i + 1}' for i in range(30)) + ' . x0 . ? x30'      # 30 steps deep
     n = len(vocab.encode(L.parse(chain))[0])
     r = run('unseen.py', '--ckpt', str(path), '--ask', chain)          # refused before the solver runs
+    most = cfg.block_size()
     assert r.returncode == 1 and r.stderr.strip().splitlines() == [
-        f"error: problem too long: over {cfg.block_size()} tokens, this model reads at most {cfg.block_size()}"]
-    just = ' . '.join(f'x{i} -> x{i + 1}' for i in range(10)) + ' . x0 . ? x10'  # fits as text, not with its chain
+        f"error: problem too long: over {most} tokens, this model reads at most {most}"]
+    # fits as text, not with its chain
+    just = ' . '.join(f'x{i} -> x{i + 1}' for i in range(10)) + ' . x0 . ? x10'
     n = len(vocab.encode(L.parse(just))[0])
     r = run('unseen.py', '--ckpt', str(path), '--ask', just)
     assert r.returncode == 1 and r.stderr.strip().splitlines() == [
-        f"error: problem too long: {n} tokens, this model reads at most {cfg.block_size()}"] and n > cfg.block_size()
+        f"error: problem too long: {n} tokens, this model reads at most {most}"] and n > most
     huge = ' . '.join(f'x{i % 40} -> x{(i + 1) % 40}' for i in range(100_000)) + ' . x0 . ? x39'
     t = time.time()
     with pytest.raises(SystemExit, match='problem too long'):             # (too long for a command line)
@@ -1287,8 +1319,6 @@ def test_bench_times_every_lever_and_reports_it_against_the_first(monkeypatch):
 
 # -----------------------------------------------------------------------------
 # theory_demo.py: Lemma 4.1 and the safetensors reader
-
-import numpy as np
 
 import theory_demo as TD
 

@@ -52,6 +52,7 @@ class Config:
     curriculum: int = 500      # one depth more every this many steps (depth_at; 0: every depth at once)
     layout: str = 'shapes'     # 'shapes': problems of many shapes; 'template': one layout (logic_data.py)
     shape_curriculum: bool = True  # with the curriculum, small shapes first too (gen_config)
+    favour_hard: bool = False  # training draws deep problems and side rules more often (tests: uniform)
     # model
     n_layer: int = 3
     n_head: int = 4
@@ -98,7 +99,8 @@ class Config:
             (min(4, stage + 1), min(2, stage - 1), min(3, stage))
         held_out = logic_data.HELD_OUT if self.layout == 'shapes' else ()
         return logic_data.GenConfig(max_depth=stage, max_premises=self.max_premises, layout=self.layout,
-                                    held_out=held_out, most=most)
+                                    held_out=held_out, most=most,
+                                    favour_hard=step is not None and self.favour_hard)
 
     def depth_at(self, step):
         """The curriculum: the deepest derivation in the training problems at `step`. Training starts at
@@ -454,14 +456,14 @@ def held_out_names(sets):
 
 
 @torch.no_grad()
-def target_hits(model, x, y):
-    """(B, T): teacher-forced, is the argmax given the correct prefix the target token? (True on the
-    prompt, which has no target.)"""
+def target_preds(model, x, y):
+    """(B, T): teacher-forced, the argmax given the correct prefix at each target position (-1 on the
+    prompt, which has no target: there it equals y)."""
     target = y != -1
     logits, _ = model(x, y)                     # (N, V): logits at the N target positions only (fast)
-    hits = torch.ones_like(target)
-    hits[target] = logits.argmax(-1) == y[target]
-    return hits
+    pred = torch.full_like(y, -1)
+    pred[target] = logits.argmax(-1)
+    return pred
 
 
 def exact_match(model, x, y):
@@ -469,7 +471,7 @@ def exact_match(model, x, y):
     Computed teacher-forced, in one forward pass: greedy decoding reproduces the target iff at every
     target position the argmax given the *correct* prefix is the target token (induction over the
     positions), which is exactly the teacher-forced argmax. test_unseen.py checks this against `generate`."""
-    return target_hits(model, x, y).all(dim=1)
+    return (target_preds(model, x, y) == y).all(dim=1)
 
 
 @torch.no_grad()
@@ -493,16 +495,16 @@ def evaluate(model, vocab, sets, device='cpu', keep=None):
     """Exact-match accuracy on each test set, and split by answer: s_T on the provable problems, s_F on the
     unprovable ones (whose chains never contain the query: a model that cannot write an unseen query name
     can still get them right); s_named on those whose chain is not empty (a query that is a fact is
-    answered T with no name written). With a dict as `keep`, keep[s] = (problems, y, hits) for each set:
-    the accuracy per position and the mistakes come from this one pass."""
+    answered T with no name written). With a dict as `keep`, keep[s] = (problems, y, predictions) for each
+    set (`target_preds`): the accuracy per position and the mistakes come from this one pass."""
     model.eval()
     acc = {}
     for s, problems in sets.items():
         x, y = make_batch(problems, vocab, device)
-        hits = target_hits(model, x, y)
-        ok = hits.all(dim=1)
+        pred = target_preds(model, x, y)
+        ok = (pred == y).all(dim=1)
         if keep is not None:
-            keep[s] = (problems, y, hits)
+            keep[s] = (problems, y, pred)
         for key, want in ((s, None), (f'{s}_T', True), (f'{s}_F', False), (f'{s}_named', 'chain')):
             sel = [i for i, p in enumerate(problems)
                    if want is None or (bool(p.chain) if want == 'chain' else p.answer == want)]
@@ -520,16 +522,21 @@ def evaluate_shapes(model, vocab, sets, device='cpu'):
     return {**{h: acc[h] for h in held}, **({'held-out shapes, mean': mean} if len(held) > 1 else {}), **acc}
 
 
-def accuracy_by_position(problems, y, hits):
-    """Teacher-forced accuracy at each target position (chain step k, the T/F answer, <eos>), from one
+def accuracy_by_position(problems, y, pred):
+    """Teacher-forced accuracy at each target position (chain step k, the T/F answer, <eos>), and at each
+    chain step the share of problems where the model stops there instead (writes T or F), from one
     evaluation: where a model that fails a problem goes wrong."""
-    counts = {}
+    answers = [logic_data.SPECIALS.index(a) for a in 'TF']
+    counts, stops = {}, {}
     for i, p in enumerate(problems):
         for k, t in enumerate((y[i] != -1).nonzero().flatten().tolist()):
             key = f'step {k + 1}' if k < len(p.chain) else 'answer' if k == len(p.chain) else '<eos>'
-            counts.setdefault(key, []).append(hits[i, t].item())
+            counts.setdefault(key, []).append(pred[i, t].item() == y[i, t].item())
+            if k < len(p.chain):
+                stops.setdefault(key, []).append(pred[i, t].item() in answers)
     order = [f'step {k}' for k in range(1, max(len(p.chain) for p in problems) + 1)] + ['answer', '<eos>']
-    return {k: sum(counts[k]) / len(counts[k]) for k in order if k in counts}
+    mean = lambda d: {k: sum(d[k]) / len(d[k]) for k in order if k in d}
+    return mean(counts), mean(stops)
 
 
 @torch.no_grad()
@@ -721,10 +728,13 @@ def show(vocab, p, out):
 def mistakes(model, vocab, scenario, tested, n=3):
     """Where the model goes wrong on a test scenario, from its last evaluation (`evaluate`'s keep): the
     teacher-forced accuracy per position, and its first n wrong problems under greedy decoding."""
-    problems, y, hits = tested[scenario]
+    problems, y, pred = tested[scenario]
+    right, stops = accuracy_by_position(problems, y, pred)
     print(f"\nteacher-forced accuracy per target position ({scenario}): " +
-          ' | '.join(f"{k} {v:.1%}" for k, v in accuracy_by_position(problems, y, hits).items()))
-    wrong = [p for p, right in zip(problems, hits.all(dim=1)) if not right]
+          ' | '.join(f"{k} {v:.1%}" for k, v in right.items()))
+    print("  ... and how often it stops at a chain step instead (writes T or F): " +
+          ' | '.join(f"{k} {v:.1%}" for k, v in stops.items()))
+    wrong = [p for p, ok in zip(problems, (pred == y).all(dim=1)) if not ok]
     print(f"first {min(n, len(wrong))} of {len(wrong)} mistakes on '{scenario}' (greedy decoding):"
           if wrong else f"no mistakes on the {len(problems)} '{scenario}' problems")
     model.eval()
@@ -909,6 +919,8 @@ def parse_args(argv=None):
     a('--shape-curriculum', action=argparse.BooleanOptionalAction, default=d.shape_curriculum,
       help='with --curriculum: small shapes first (at most 2 facts, no side and 1 dead rule), every shape '
       'from the last stage')
+    a('--favour-hard', action='store_true', help='training problems: depth d drawn with weight d, s side '
+      'rules with weight s + 1 (the test problems stay uniform)')
     a('--n-layer', type=int, default=d.n_layer)
     a('--n-head', type=int, default=d.n_head)
     a('--n-embd', type=int, default=d.n_embd, help='model width')
