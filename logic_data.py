@@ -240,7 +240,6 @@ class GenConfig:
     held_out: tuple = ()      # shape families (facts, side, dead) never drawn: HELD_OUT for training
     most: tuple = None        # the most (facts, side, dead) rules to draw (None: SHAPE_LIMITS' highs)
     shape: tuple = None       # draw only this family (the held-out test sets)
-    favour_hard: bool = False  # depth d drawn with weight d, s side rules with weight s + 1 (training)
 
     def max_names(self):
         """The most distinct variables one problem can use (facts, path, side heads, dead atoms and
@@ -284,9 +283,6 @@ def draw_shape(rng, cfg):
     highs = cfg.most or [hi for _, hi in SHAPE_LIMITS.values()]
     while True:
         shape = tuple(rng.randint(lo, hi) for (lo, _), hi in zip(SHAPE_LIMITS.values(), highs))
-        if cfg.favour_hard:
-            side = range(SHAPE_LIMITS['side'][0], highs[1] + 1)
-            shape = (shape[0], rng.choices(side, weights=[s + 1 for s in side])[0], shape[2])
         if shape not in cfg.held_out:
             return shape
 
@@ -389,9 +385,6 @@ def sample_template(rng, cfg, depth, provable):
 def generate(rng, cfg, names, depth=None, provable=None):
     """One labelled Problem with variables drawn (distinct) from `names`. Depth and answer are drawn
     uniformly unless given, so true/false is balanced within each depth."""
-    if not depth and cfg.favour_hard:
-        depths = range(cfg.min_depth, cfg.max_depth + 1)
-        depth = rng.choices(depths, weights=depths)[0]
     depth = depth or rng.randint(cfg.min_depth, cfg.max_depth)
     provable = rng.random() < 0.5 if provable is None else provable
     facts, rules, query, n, how = sample_structure(rng, cfg, depth, provable)

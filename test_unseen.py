@@ -274,24 +274,6 @@ def test_held_out_shapes_never_reach_a_training_batch(monkeypatch, shape_curricu
         assert {p.how['shape'] for p in sets[name]['none'] + sets[name]['all']} == {f}
 
 
-def test_favour_hard_draws_deep_problems_and_side_rules_more_often_in_training_only():
-    """--favour-hard: training draws depth d with weight d and s side rules with weight s + 1 (held-out
-    families still excluded, T/F still balanced); the test problems stay uniform."""
-    cfg = replace(TINY, max_depth=4, curriculum=0, favour_hard=True)
-    rng, names = random.Random(0), L.Vocab(cfg.n_symbols).train_names
-    drawn = [L.generate(rng, cfg.gen_config(step=0), names) for _ in range(4000)]
-    share = lambda ps, key, v: sum(p.how[key] == v if key == 'depth' else p.how['shape'][1] == v
-                                   for p in ps) / len(ps)
-    assert [round(share(drawn, 'depth', d), 2) for d in (1, 2, 3, 4)] == pytest.approx([.1, .2, .3, .4],
-                                                                                     abs=0.03)
-    assert share(drawn, 'side', 2) > 0.4 and share(drawn, 'side', 0) < 0.22   # uniform: 1/3 each
-    assert not {p.how['shape'] for p in drawn} & set(L.HELD_OUT)
-    assert abs(sum(p.answer for p in drawn) / len(drawn) - 0.5) < 0.03
-    tests = [L.generate(rng, cfg.gen_config(), names) for _ in range(4000)]
-    assert cfg.gen_config().favour_hard is False
-    assert [round(share(tests, 'depth', d), 2) for d in (1, 2, 3, 4)] == pytest.approx([.25] * 4, abs=0.03)
-
-
 def test_length_grouping_pads_each_batch_to_its_own_longest_problem():
     """Drawn `ahead` batches at a time and grouped by length, a batch spans a few neighbouring lengths;
     drawn one batch at a time (ahead=1, what --bench times as 'random batches') lengths are mixed. Checked

@@ -52,7 +52,6 @@ class Config:
     curriculum: int = 500      # one depth more every this many steps (depth_at; 0: every depth at once)
     layout: str = 'shapes'     # 'shapes': problems of many shapes; 'template': one layout (logic_data.py)
     shape_curriculum: bool = True  # with the curriculum, small shapes first too (gen_config)
-    favour_hard: bool = False  # training draws deep problems and side rules more often (tests: uniform)
     # model
     n_layer: int = 3
     n_head: int = 4
@@ -99,8 +98,7 @@ class Config:
             (min(4, stage + 1), min(2, stage - 1), min(3, stage))
         held_out = logic_data.HELD_OUT if self.layout == 'shapes' else ()
         return logic_data.GenConfig(max_depth=stage, max_premises=self.max_premises, layout=self.layout,
-                                    held_out=held_out, most=most,
-                                    favour_hard=step is not None and self.favour_hard)
+                                    held_out=held_out, most=most)
 
     def depth_at(self, step):
         """The curriculum: the deepest derivation in the training problems at `step`. Training starts at
@@ -919,8 +917,6 @@ def parse_args(argv=None):
     a('--shape-curriculum', action=argparse.BooleanOptionalAction, default=d.shape_curriculum,
       help='with --curriculum: small shapes first (at most 2 facts, no side and 1 dead rule), every shape '
       'from the last stage')
-    a('--favour-hard', action='store_true', help='training problems: depth d drawn with weight d, s side '
-      'rules with weight s + 1 (the test problems stay uniform)')
     a('--n-layer', type=int, default=d.n_layer)
     a('--n-head', type=int, default=d.n_head)
     a('--n-embd', type=int, default=d.n_embd, help='model width')
