@@ -1046,13 +1046,20 @@ def test_a_diverging_run_stops_with_one_line_and_saves_nothing(tmp_path, monkeyp
     assert not (tmp_path / 'ckpt.pt').exists()
 
 
+def ctrl_c_reaches_it():
+    """For a child process: Ctrl-C (SIGINT) as in a terminal. Tests started in the background by a
+    shell (`pytest &`, nohup) inherit SIGINT ignored, and Python then leaves it ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize('sig', ['SIGINT', 'SIGTERM', 'SIGHUP'])
 def test_ctrl_c_or_a_kill_stops_a_run_with_one_line_and_leaves_no_folder(tmp_path, sig):
     out = tmp_path / 'run'
     env = {k: v for k, v in os.environ.items() if k != 'PYTHONUNBUFFERED'}
     proc = subprocess.Popen([sys.executable, 'unseen.py', '--steps', '100000', '--eval-every', '20',
                              '--eval-n', '10', '--n-embd', '32', '--n-layer', '1', '--out', str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=ctrl_c_reaches_it)
     timer = threading.Timer(60, proc.kill)
     timer.start()
     try:
@@ -1070,7 +1077,8 @@ def test_ctrl_c_or_a_kill_stops_a_run_with_one_line_and_leaves_no_folder(tmp_pat
 def test_ctrl_c_stops_a_grid_with_one_line_that_says_how_to_resume(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != 'PYTHONUNBUFFERED'}
     proc = subprocess.Popen([sys.executable, 'unseen.py', '--grid', '--quick', '--out', str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=ctrl_c_reaches_it)
     timer = threading.Timer(60, proc.kill)
     timer.start()
     try:
