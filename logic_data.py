@@ -38,7 +38,9 @@ the first rule in listed order whose premises are all known and whose head is no
 its head is appended to the chain; if none fires, stop: F }. (A query that is itself a fact gives an
 empty chain and T.)
 
-Run `python logic_data.py --n 5 --scenario all` to print a few, `--jsonl` for machine-readable output.
+Run `python logic_data.py --n 5 --scenario all` to print a few, `--jsonl` for machine-readable output;
+`read_problems` reads a file of them back (one per line), `beyond_training` says where a problem lies
+outside what a generator draws.
 """
 
 import argparse
