@@ -192,6 +192,7 @@ def parse(text):
                          f"'{' '.join(problem_tokens(p)[1])}'")
     return p
 
+
 def read_problems(path):
     """Problems from a file, one per line: the text form (a solution after ':' is checked against the
     solver) or a JSON object with a 'text' field, as `logic_data.py --jsonl` writes; blank lines and
@@ -251,15 +252,20 @@ class GenConfig:
         return SHAPE_LIMITS['facts'][1] + self.max_depth + SHAPE_LIMITS['side'][1] + 2 + \
             SHAPE_LIMITS['dead'][1] + 1
 
-    def max_tokens(self):
-        """The longest token sequence a problem can make: facts, rules, query, chain, answer, <eos>."""
-        rule = self.max_premises + 3                                   # premises -> head .
+    def limits(self):
+        """The most facts, rules and chain steps a problem of this generator has."""
         if self.layout == 'template':
             n_facts, n_side, n_dead = 2, 0, 2
         else:
             n_facts, n_side, n_dead = (SHAPE_LIMITS[k][1] for k in ('facts', 'side', 'dead'))
-        prompt = (self.max_depth + n_side + n_dead) * rule + 2 * n_facts + 3
-        return prompt + self.max_depth + n_side + 2
+        return dict(facts=n_facts, rules=self.max_depth + n_side + n_dead, chain=self.max_depth + n_side)
+
+    def max_tokens(self):
+        """The longest token sequence a problem can make: facts, rules, query, chain, answer, <eos>."""
+        rule = self.max_premises + 3                                   # premises -> head .
+        most = self.limits()
+        prompt = most['rules'] * rule + 2 * most['facts'] + 3
+        return prompt + most['chain'] + 2
 
 
 def size_error(n_symbols, max_depth, max_premises):
@@ -400,33 +406,28 @@ def generate(rng, cfg, names, depth=None, provable=None):
 
 def arbitrary(rng, cfg, names, provable=None):
     """A random Horn problem with no planted structure: 1-4 facts and 1 to (the most rules a problem of
-    `cfg` has) rules over 3-10 atoms, premises and heads drawn at random, a random query; labelled by the
-    solver. Drawn again until its answer is `provable` (T/F balanced) and its chain is no longer than a
-    problem of `cfg` can have."""
+    every shape at `cfg`'s depth has) rules over 3-10 atoms, premises and heads drawn at random, a random
+    query; labelled by the solver. Drawn again until its answer is `provable` (T/F balanced) and its
+    chain is no longer than such a problem's can be."""
     provable = rng.random() < 0.5 if provable is None else provable
-    most_rules = cfg.max_depth + SHAPE_LIMITS['side'][1] + SHAPE_LIMITS['dead'][1]
+    most = GenConfig(max_depth=cfg.max_depth).limits()     # the limits of every shape, whatever cfg's layout
     while True:
         atoms = rng.sample(names, rng.randint(3, 10))
         facts = rng.sample(atoms, rng.randint(1, min(4, len(atoms) - 1)))
         rules = []
-        for _ in range(rng.randint(1, most_rules)):
+        for _ in range(rng.randint(1, most['rules'])):
             ps = rng.sample(atoms, rng.randint(1, min(cfg.max_premises, len(atoms) - 1)))
             rules.append((ps, rng.choice([a for a in atoms if a not in ps])))
         query = rng.choice(atoms)
         chain, answer = forward_chain(facts, rules, query)
-        if answer == provable and len(chain) <= cfg.max_depth + SHAPE_LIMITS['side'][1]:
+        if answer == provable and len(chain) <= most['chain']:
             return Problem(facts, rules, query, chain, answer)
 
 
 def beyond_training(cfg, p):
     """Where a problem lies outside what a generator of `cfg` draws (more facts, rules, premises or chain
     steps), in words, or None."""
-    if cfg.layout == 'template':
-        most = dict(facts=2, rules=cfg.max_depth + 2, chain=cfg.max_depth)
-    else:
-        most = dict(facts=SHAPE_LIMITS['facts'][1],
-                    rules=cfg.max_depth + SHAPE_LIMITS['side'][1] + SHAPE_LIMITS['dead'][1],
-                    chain=cfg.max_depth + SHAPE_LIMITS['side'][1])
+    most = cfg.limits()
     have = dict(facts=len(p.facts), rules=len(p.rules), chain=len(p.chain))
     over = [f"{have[k]} {'chain steps' if k == 'chain' else k} (training: at most {most[k]})"
             for k in most if have[k] > most[k]]
