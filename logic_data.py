@@ -40,7 +40,7 @@ empty chain and T.)
 
 Run `python logic_data.py --n 5 --scenario all` to print a few, `--jsonl` for machine-readable output;
 `read_problems` reads a file of them back (one per line), `beyond_training` says where a problem lies
-outside what a generator draws.
+outside what a generator draws, `shape_sets` draws the test sets of shapes it never draws.
 """
 
 import argparse
@@ -49,7 +49,7 @@ import os
 import random
 import signal
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 # -----------------------------------------------------------------------------
 # vocabulary layout: special tokens, then the training pool, then the unseen pool
@@ -451,6 +451,39 @@ def apply_scenario(rng, problem, scenario, vocab):
 
 def make_problems(rng, cfg, vocab, n, scenario='none'):
     return [apply_scenario(rng, generate(rng, cfg, vocab.train_names), scenario, vocab) for _ in range(n)]
+
+
+def shape_sets(rng, cfg, vocab, n, max_tokens):
+    """Test sets of n problems each whose shape a generator of `cfg` (the test problems') never draws, in
+    training names ('none') and the same problems in unseen names ('all'): the held-out shape families, the
+    other layout, arbitrary Horn problems (random facts and rules, no planted path) and (layout 'shapes')
+    chains one and two steps longer than any in training; only problems of at most `max_tokens` tokens
+    (what the model reads). A model that learned forward chaining solves them; one that learned a layout
+    does not."""
+    draw = {}
+    if cfg.layout == 'shapes':
+        for f in HELD_OUT:
+            draw[f"held-out shape: {f[0]} fact{'s' * (f[0] > 1)}, {f[1]} side, {f[2]} dead rules"] = \
+                replace(cfg, shape=f, held_out=())
+        draw['the template layout (2 facts, the path, 2 dead rules)'] = replace(cfg, layout='template')
+    else:
+        draw[f'every shape (the default layout; those of <= {max_tokens} tokens)'] = \
+            replace(cfg, layout='shapes', held_out=())
+    for d in (1, 2) if cfg.layout == 'shapes' else ():     # (a template model reads no longer ones)
+        draw[f'chains {d} step{"s" * (d > 1)} longer (depth {cfg.max_depth + d})'] = \
+            replace(cfg, min_depth=cfg.max_depth + d, max_depth=cfg.max_depth + d)
+
+    def fitting(sample):   # a template model's position table is shorter than many shapes: those that fit
+        ps = []
+        while len(ps) < n:
+            p = sample()
+            if len(vocab.encode(p)[0]) <= max_tokens:
+                ps.append(p)
+        return ps
+    sets = {name: fitting(lambda: generate(rng, gen, vocab.train_names)) for name, gen in draw.items()}
+    sets['arbitrary Horn problems'] = fitting(lambda: arbitrary(rng, cfg, vocab.train_names))
+    return {name: {s: [apply_scenario(rng, p, s, vocab) for p in ps] for s in ('none', 'all')}
+            for name, ps in sets.items()}
 
 # -----------------------------------------------------------------------------
 

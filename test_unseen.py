@@ -1193,17 +1193,17 @@ def test_fine_tuning_starts_from_collapsed_fresh_or_copied_rows():
     with torch.no_grad():
         w[vocab.unseen_ids] = w[vocab.unseen_ids[0]].clone()            # collapse them by hand
     unseen, seen = vocab.unseen_ids, vocab.train_ids
-    m = U.set_unseen_rows(copy.deepcopy(model), vocab, 'collapsed')
+    m = TD.set_unseen_rows(copy.deepcopy(model), vocab, 'collapsed')
     assert torch.equal(m.lm_head.weight, w)
-    m = U.set_unseen_rows(copy.deepcopy(model), vocab, 'fresh')
+    m = TD.set_unseen_rows(copy.deepcopy(model), vocab, 'fresh')
     assert U.mean_pairwise_cosine(m.lm_head.weight[unseen]) < 0.2
     mean_norm = w[seen].norm(dim=1).mean()
     assert torch.allclose(m.lm_head.weight[unseen].norm(dim=1), mean_norm.expand(len(unseen)))
     assert torch.equal(m.lm_head.weight[seen], w[seen])                  # only the unseen rows change
-    m = U.set_unseen_rows(copy.deepcopy(model), vocab, 'copied')
+    m = TD.set_unseen_rows(copy.deepcopy(model), vocab, 'copied')
     rows = {tuple(r.tolist()) for r in w[seen]}
     assert all(tuple(r.tolist()) in rows for r in m.lm_head.weight[unseen])
-    steps, history = U.finetune(model, vocab, cfg, 'fresh', max_steps=4, eval_every=2, target=1.01)
+    steps, history = TD.finetune_small(model, vocab, cfg, 'fresh', max_steps=4, eval_every=2, target=1.01)
     assert steps is None and [s for s, _ in history] == [0, 2, 4]
 
 
@@ -1221,13 +1221,13 @@ def test_fine_tuning_trains_the_unfrozen_embeddings_on_unseen_names_only(monkeyp
     before = model.lm_head.weight.detach().clone()
     tuned = []
     monkeypatch.setattr(U, 'evaluate', lambda m, *a, **kw: tuned.append(m) or {'all': 0.0})
-    U.finetune(model, vocab, cfg, 'collapsed', max_steps=3, eval_every=3, target=1.01)
+    TD.finetune_small(model, vocab, cfg, 'collapsed', max_steps=3, eval_every=3, target=1.01)
     tokens = set(torch.cat([x.flatten() for x in seen]).tolist())    # the batches it trained on
     assert len(seen) == 3 and tokens & set(vocab.unseen_ids) and not tokens & set(vocab.train_ids)
     w = tuned[-1].lm_head.weight
     assert w.requires_grad and not torch.equal(w[vocab.unseen_ids], before[vocab.unseen_ids])
     assert model.lm_head.weight.requires_grad is False                  # the model passed in is left alone
-    steps, history = U.finetune(model, vocab, cfg, 'fresh', max_steps=4, eval_every=2, target=0.0)
+    steps, history = TD.finetune_small(model, vocab, cfg, 'fresh', max_steps=4, eval_every=2, target=0.0)
     assert steps == 0
 
 

@@ -31,11 +31,16 @@ re-drawn apart (the control: if the collapse is the cause, this one learns as fa
 
     python theory_demo.py --finetune DIR --quick   # ordinary against reserved names, 100 steps each (5 min)
     python theory_demo.py --finetune DIR           # every set until 90% or 600 steps (under an hour)
+
+The same in miniature, on this project's own model: `unseen.py --grid` fine-tunes its standard model (unseen
+rows collapsed) on problems in unseen names from collapsed, fresh and copied rows (finetune_contrast).
 """
 
 import argparse
+import copy
 import glob
 import json
+import multiprocessing as mp
 import os
 import random
 import re
@@ -43,6 +48,7 @@ import struct
 import sys
 import time
 import unicodedata
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -50,7 +56,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 import logic_data as L
-import unseen as U   # its padding and exact match, for Part 3
+import unseen as U   # its model, training loop, padding and exact match, for Part 3
 
 # -----------------------------------------------------------------------------
 # Part 1: the lemma
@@ -880,6 +886,87 @@ def plot_finetune(curves, args, path):
     fig.savefig(path, dpi=100)
     plt.close(fig)
     print(f"plot: {path}")
+
+# -----------------------------------------------------------------------------
+# Part 3 in miniature, run by `unseen.py --grid`: the grid's standard model (its unseen rows collapsed)
+# fine-tuned on problems written in its unseen names, from collapsed, fresh or copied rows
+
+
+@torch.no_grad()
+def set_unseen_rows(model, vocab, start):
+    """The unseen symbols' (un)embedding rows at the start of fine-tuning (see `finetune_small`)."""
+    unseen, seen = torch.tensor(vocab.unseen_ids), torch.tensor(vocab.train_ids)
+    for w in model.embeddings():
+        w.requires_grad_(True)     # fine-tuning trains everything, a frozen model's (un)embeddings too
+        if start == 'fresh':
+            norm = w[seen].norm(dim=1).mean()
+            w[unseen] = F.normalize(torch.randn(len(unseen), w.size(1)), dim=1).to(w) * norm
+        elif start == 'copied':
+            pick = torch.randperm(len(seen))[:len(unseen)] if len(seen) >= len(unseen) else \
+                torch.randint(len(seen), (len(unseen),))      # a pool smaller than the unseen one: repeats
+            w[unseen] = w[seen[pick]]
+        elif start != 'collapsed':
+            raise ValueError(f'unknown start {start!r}')
+    return model
+
+
+def finetune_small(model, vocab, cfg, start, max_steps, eval_every, target=0.9):
+    """Fine-tune a model of unseen.py, pre-trained on the training symbols, on problems written in the
+    unseen symbols, and count the steps until it solves `target` of held-out ones ('all' scenario).
+    `start` says what the unseen (un)embedding rows are at the start:
+        collapsed  as pre-training left them (one shared vector)
+        fresh      re-drawn at random, with the mean norm of the trained training-symbol rows
+        copied     copies of randomly chosen trained training-symbol rows
+    Returns (steps to target or None, history [(step, accuracy)])."""
+    torch.manual_seed(cfg.seed)
+    model = set_unseen_rows(copy.deepcopy(model).train(), vocab, start)
+    ft = replace(cfg, freeze_emb=False, forget_every=0, curriculum=0, steps=max_steps, warmup=0,
+                 eval_every=eval_every)
+    optimizer = U.make_optimizer(model, ft)
+    test = {'all': U.eval_sets(cfg, vocab)['all']}
+    history = []
+
+    def check(step, losses, seconds):
+        history.append((step, U.evaluate(model, vocab, test, cfg.device)['all']))
+        return history[-1][1] >= target
+    data = U.batches(random.Random(cfg.seed + 1), ft, vocab, names=vocab.unseen_names)
+    step = U.train_loop(model, optimizer, ft, data, check)
+    return (step if history[-1][1] >= target else None), history
+
+
+def finetune_small_job(weights, cfg, start, max_steps, eval_every):
+    """`finetune_small` in a worker process with one thread."""
+    torch.set_num_threads(1)
+    return finetune_small(U.make_model(cfg, weights), L.Vocab(cfg.n_symbols), cfg, start, max_steps,
+                          eval_every)
+
+
+def finetune_contrast(model, vocab, cfg, max_steps, eval_every, workers, path):
+    """The three starts, `workers` at a time; their curves drawn to `path`. Returns ({start: dict(steps_to_90,
+    history)}, the markdown table)."""
+    starts = ('collapsed', 'fresh', 'copied')
+    weights = {k: v.cpu() for k, v in model.state_dict().items()}
+    jobs = [(weights, cfg, start, max_steps, eval_every) for start in starts]
+    with mp.get_context('spawn').Pool(min(workers, len(jobs)), initializer=U.ignore_ctrl_c) as pool:
+        ft = dict(zip(starts, pool.starmap(finetune_small_job, jobs)))
+    ft = {start: dict(steps_to_90=steps, history=history) for start, (steps, history) in ft.items()}
+    first = lambda h, level: next((f'{step}' for step, acc in h if acc >= level), f'> {max_steps}')
+    table = '\n'.join(
+        ['| unseen rows at the start | steps to 50% | steps to 90% | accuracy when it stopped |',
+         '|---' * 4 + '|'] + [f"| {k} | {first(v['history'], 0.5)} | {first(v['history'], 0.9)} | "
+                              f"{100 * v['history'][-1][1]:.1f}% |" for k, v in ft.items()])
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for start, v in ft.items():
+        ax.plot(*zip(*[(step, 100 * acc) for step, acc in v['history']]), label=f'{start} rows')
+    ax.axhline(90, color='gray', lw=0.5, ls='--')
+    ax.set(xlabel='fine-tuning step', ylabel='exact match, all names unseen (%)', ylim=(-2, 102),
+           title='fine-tuning on problems in unseen symbols')
+    ax.legend(title='unseen (un)embeddings start as')
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return ft, table
 
 # -----------------------------------------------------------------------------
 

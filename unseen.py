@@ -21,7 +21,6 @@ the paper's table as a list of configurations. An appendix after it holds what m
 """
 
 import argparse
-import copy
 import itertools
 import json
 import math
@@ -415,35 +414,9 @@ def eval_sets(cfg, vocab):
 
 
 def shape_sets(cfg, vocab):
-    """Test sets of problems whose shape training never drew, each in training names ('none') and the
-    same problems in unseen names ('all'): the held-out shape families, the other layout, arbitrary Horn
-    problems (random facts and rules, no planted path), and chains one and two steps longer than any in
-    training. A model that learned forward chaining solves them; one that learned a layout does not."""
-    rng, g, n = random.Random(cfg.seed + 54321), cfg.gen_config(), max(1, cfg.eval_n // 2)
-    draw = {}
-    if cfg.layout == 'shapes':
-        for f in logic_data.HELD_OUT:
-            draw[f"held-out shape: {f[0]} fact{'s' * (f[0] > 1)}, {f[1]} side, {f[2]} dead rules"] = \
-                replace(g, shape=f, held_out=())
-        draw['the template layout (2 facts, the path, 2 dead rules)'] = replace(g, layout='template')
-    else:
-        draw[f'every shape (the default layout; those of <= {cfg.block_size()} tokens)'] = \
-            replace(g, layout='shapes', held_out=())
-    for d in (1, 2) if cfg.layout == 'shapes' else ():     # (a template model reads no longer ones)
-        draw[f'chains {d} step{"s" * (d > 1)} longer (depth {cfg.max_depth + d})'] = \
-            replace(g, min_depth=cfg.max_depth + d, max_depth=cfg.max_depth + d)
-    def fitting(sample):   # a template model's position table is shorter than many shapes: those that fit
-        ps = []
-        while len(ps) < n:
-            p = sample()
-            if len(vocab.encode(p)[0]) <= cfg.block_size():
-                ps.append(p)
-        return ps
-    sets = {name: fitting(lambda: logic_data.generate(rng, gen, vocab.train_names))
-            for name, gen in draw.items()}
-    sets['arbitrary Horn problems'] = fitting(lambda: logic_data.arbitrary(rng, g, vocab.train_names))
-    return {name: {s: [logic_data.apply_scenario(rng, p, s, vocab) for p in ps] for s in ('none', 'all')}
-            for name, ps in sets.items()}
+    """The test sets of shapes training never drew (logic_data.shape_sets), with their own seed."""
+    return logic_data.shape_sets(random.Random(cfg.seed + 54321), cfg.gen_config(), vocab,
+                                 max(1, cfg.eval_n // 2), cfg.block_size())
 
 
 def held_out_names(sets):
@@ -888,7 +861,7 @@ def config_from_args(args):
 
 
 def parse_args(argv=None):
-    """The command line: its flags here, its checks in check_args (appendix E)."""
+    """The command line: its flags here, its checks in check_args (appendix D)."""
     d = Config()
     p = argparse.ArgumentParser(description='Train a transformer on Horn-clause logic and test it on unseen '
                                 'symbols.', formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -954,7 +927,7 @@ def parse_args(argv=None):
     return args
 
 # -----------------------------------------------------------------------------
-# the paper's table: every configuration the paper compares, as a list (run by --grid, appendix C)
+# the paper's table: every configuration the paper compares, as a list (run by --grid, appendix B)
 
 # one common setting for every row: the demo's model, symbol pool and schedule on shallower problems of
 # the one layout (depth 1-2) and 4000 steps, so that 2 seeds of every row fit in about half an hour on 2
@@ -1107,77 +1080,9 @@ def evaluate_checkpoint(args):
     plot_rows(model, cfg, vocab, rows)
     print(f"\nwrote {rows}")
 
-
 # -----------------------------------------------------------------------------
-# B. the fine-tuning contrast (the paper's Gemma 3 experiment in miniature): how fast a trained model
-# learns unseen names, from collapsed, fresh or copied rows
-
-
-@torch.no_grad()
-def set_unseen_rows(model, vocab, start):
-    """The unseen symbols' (un)embedding rows at the start of fine-tuning (see `finetune`)."""
-    unseen, seen = torch.tensor(vocab.unseen_ids), torch.tensor(vocab.train_ids)
-    for w in model.embeddings():
-        w.requires_grad_(True)     # fine-tuning trains everything, a frozen model's (un)embeddings too
-        if start == 'fresh':
-            norm = w[seen].norm(dim=1).mean()
-            w[unseen] = F.normalize(torch.randn(len(unseen), w.size(1)), dim=1).to(w) * norm
-        elif start == 'copied':
-            pick = torch.randperm(len(seen))[:len(unseen)] if len(seen) >= len(unseen) else \
-                torch.randint(len(seen), (len(unseen),))      # a pool smaller than the unseen one: repeats
-            w[unseen] = w[seen[pick]]
-        elif start != 'collapsed':
-            raise ValueError(f'unknown start {start!r}')
-    return model
-
-
-def finetune(model, vocab, cfg, start, max_steps, eval_every, target=0.9):
-    """The paper's Gemma 3 experiment in miniature: fine-tune a model pre-trained on the training symbols
-    on problems written in the unseen symbols, and count the steps until it solves `target` of held-out
-    ones ('all' scenario). `start` says what the unseen (un)embedding rows are at the start:
-        collapsed  as pre-training left them (one shared vector)
-        fresh      re-drawn at random, with the mean norm of the trained training-symbol rows
-        copied     copies of randomly chosen trained training-symbol rows
-    Returns (steps to target or None, history [(step, accuracy)])."""
-    torch.manual_seed(cfg.seed)
-    model = set_unseen_rows(copy.deepcopy(model).train(), vocab, start)
-    ft = replace(cfg, freeze_emb=False, forget_every=0, curriculum=0, steps=max_steps, warmup=0,
-                 eval_every=eval_every)
-    optimizer = make_optimizer(model, ft)
-    test = {'all': eval_sets(cfg, vocab)['all']}
-    history = []
-
-    def check(step, losses, seconds):
-        history.append((step, evaluate(model, vocab, test, cfg.device)['all']))
-        return history[-1][1] >= target
-    data = batches(random.Random(cfg.seed + 1), ft, vocab, names=vocab.unseen_names)
-    step = train_loop(model, optimizer, ft, data, check)
-    return (step if history[-1][1] >= target else None), history
-
-
-def finetune_job(weights, cfg, start, max_steps, eval_every):
-    """`finetune` in a worker process with one thread."""
-    torch.set_num_threads(1)
-    return finetune(make_model(cfg, weights), logic_data.Vocab(cfg.n_symbols), cfg, start, max_steps,
-                    eval_every)
-
-
-def finetune_plot(ft, path):
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for start, v in ft.items():
-        ax.plot(*zip(*[(step, 100 * acc) for step, acc in v['history']]), label=f'{start} rows')
-    ax.axhline(90, color='gray', lw=0.5, ls='--')
-    ax.set(xlabel='fine-tuning step', ylabel='exact match, all names unseen (%)', ylim=(-2, 102),
-           title='fine-tuning on problems in unseen symbols')
-    ax.legend(title='unseen (un)embeddings start as')
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-# -----------------------------------------------------------------------------
-# C. --grid: the paper's table (grid_rows, every row on the same problems and budget), then the
-# fine-tuning contrast from its standard model
+# B. --grid: the paper's table (grid_rows, every row on the same problems and budget), then the
+# fine-tuning contrast from its standard model (theory_demo.py's Part 3 in miniature)
 
 
 def mean_range(xs, fmt):
@@ -1344,18 +1249,9 @@ def main_grid(args, argv):
     print(f"fine-tuning contrast: the standard model (seed {seeds[0]}, its unseen rows at cosine "
           f"{rows_stats(model, vocab)['cos_unseen']:.2f}) fine-tuned on problems in unseen symbols, up to "
           f"{ft_steps} steps, from collapsed, fresh and copied unseen rows ...")
-    starts = ('collapsed', 'fresh', 'copied')
-    weights = {k: v.cpu() for k, v in model.state_dict().items()}
-    jobs = [(weights, cfg, start, ft_steps, ft_every) for start in starts]
-    with mp.get_context('spawn').Pool(min(workers, len(jobs)), initializer=ignore_ctrl_c) as pool:
-        ft = dict(zip(starts, pool.starmap(finetune_job, jobs)))
-    ft = {start: dict(steps_to_90=steps, history=history) for start, (steps, history) in ft.items()}
-    first = lambda h, level: next((f'{step}' for step, acc in h if acc >= level), f'> {ft_steps}')
-    ft_table = '\n'.join(
-        ['| unseen rows at the start | steps to 50% | steps to 90% | accuracy when it stopped |',
-         '|---' * 4 + '|'] + [f"| {k} | {first(v['history'], 0.5)} | {first(v['history'], 0.9)} | "
-                              f"{100 * v['history'][-1][1]:.1f}% |" for k, v in ft.items()])
-    finetune_plot(ft, os.path.join(out, 'finetune.png'))
+    import theory_demo   # (the contrast is theory_demo.py's Part 3 in miniature; it imports this file)
+    ft, ft_table = theory_demo.finetune_contrast(model, vocab, cfg, ft_steps, ft_every, workers,
+                                                 os.path.join(out, 'finetune.png'))
     wall = time.time() - t0
     with open(os.path.join(out, 'grid.md'), 'w') as f:
         f.write(f"`{command}`: {len(seeds)} seed(s) per row, mean (min-max); {base.steps} steps, depth 1-"
@@ -1369,7 +1265,7 @@ def main_grid(args, argv):
           f"wrote {out}/grid.md, grid.json, grid.png, finetune.png")
 
 # -----------------------------------------------------------------------------
-# D. --bench: what makes the training loop fast on this machine
+# C. --bench: what makes the training loop fast on this machine
 
 
 def timed_steps(cfg, steps, group=True, threads=None):
@@ -1433,7 +1329,7 @@ def bench(cfg, steps=150, rounds=2, log=print):
     return '\n'.join(lines)
 
 # -----------------------------------------------------------------------------
-# E. the command line's checks, and the checks a stored configuration passes
+# D. the command line's checks, and the checks a stored configuration passes
 
 
 def check_args(p, args):
