@@ -202,7 +202,7 @@ def read_problems(path):
         with open(path, encoding='utf-8') as f:
             lines = f.read().splitlines()
     except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"--problems {path}: cannot read it ({getattr(e, 'strerror', None) or e})")
+        raise ValueError(f"{path}: cannot read it ({getattr(e, 'strerror', None) or e})")
     for i, line in enumerate(lines, 1):
         line = line.strip()
         if not line or line.startswith('#'):

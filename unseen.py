@@ -906,7 +906,7 @@ def parse_args(argv=None):
     a('--device', default='auto', help='auto, cpu, cuda or mps')
     a('--precision', choices=('auto', 'fp32', 'bf16'), default='auto', help='bf16: matrix products in '
       'bfloat16 (autocast); auto: bf16 where the hardware is fast at it')
-    a('--out', default=None, help='output folder (default: runs/<time>_<switches>)')
+    a('--out', default=None, help='output folder; %(default)s: runs/<time>_<switches>')
     a('--ask', metavar='TEXT', help="solve one problem, e.g. 'u1 . u1 -> u2 . ? u2', with --ckpt")
     a('--problems', metavar='FILE', help='with --ckpt: solve every problem in FILE (one per line: the text '
       'form, or JSON lines from logic_data.py --jsonl)')
