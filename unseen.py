@@ -52,7 +52,7 @@ class Config:
     layout: str = 'shapes'     # 'shapes': problems of many shapes; 'template': one layout (logic_data.py)
     shape_curriculum: bool = True  # with the curriculum, small shapes first too (gen_config)
     # model
-    n_layer: int = 3
+    n_layer: int = None        # None: by layout (LAYOUT_DEFAULTS)
     n_head: int = 4
     n_embd: int = 64
     copy_attn: bool = False    # add the copy-attention layer (CopyAttention)
@@ -111,7 +111,8 @@ class Config:
         return replace(self.gen_config(), max_depth=deepest).max_tokens()
 
 # the budget each layout needs: problems of every shape take far more training than the one layout
-LAYOUT_DEFAULTS = {'shapes': dict(steps=10000, batch_size=128), 'template': dict(steps=4000, batch_size=64)}
+LAYOUT_DEFAULTS = {'shapes': dict(steps=10000, batch_size=128, n_layer=4),
+                   'template': dict(steps=4000, batch_size=64, n_layer=3)}
 
 
 def pick_device(name):
@@ -890,7 +891,7 @@ def parse_args(argv=None):
     a('--shape-curriculum', action=argparse.BooleanOptionalAction, default=d.shape_curriculum,
       help='with --curriculum: small shapes first (at most 2 facts, no side and 1 dead rule), every shape '
       'from the last stage')
-    a('--n-layer', type=int, default=d.n_layer)
+    a('--n-layer', type=int, default=None, help='%(default)s: by --layout, shapes 4, template 3')
     a('--n-head', type=int, default=d.n_head)
     a('--n-embd', type=int, default=d.n_embd, help='model width')
     a('--steps', type=int, default=None, help='%(default)s: by --layout, shapes 10000, template 4000')
@@ -1415,9 +1416,9 @@ def config_error(c):
     deepest = c.max_depth + 2 * (c.layout == 'shapes')                   # as in Config.block_size
     T = logic_data.GenConfig(max_depth=deepest, max_premises=c.max_premises, layout=c.layout).max_tokens()
     V, C = c.n_symbols + len(logic_data.SPECIALS) + logic_data.N_UNSEEN, c.n_embd
-    params = c.n_layer * 12 * C * C + V * C
+    params = number('n_layer') * 12 * C * C + V * C
     if params > 200e6:
-        return (f'--n-layer {c.n_layer} --n-embd {C}: {params / 1e6:.0f}M parameters, at most 200M '
+        return (f"--n-layer {number('n_layer')} --n-embd {C}: {params / 1e6:.0f}M parameters, at most 200M "
                 '(this is a small-model demo)')
     memory = number('eval_n') * (T * (c.n_head * T + 4 * C) + (deepest + 4) * V) * 4
     if memory > 8e9:
