@@ -110,7 +110,7 @@ class Config:
         deepest = self.max_depth + 2 * (self.layout == 'shapes')
         return replace(self.gen_config(), max_depth=deepest).max_tokens()
 
-# the budget each layout needs: problems of every shape take far more training than the one layout
+# what each layout needs: problems of every shape take a fourth layer and far more training than one layout
 LAYOUT_DEFAULTS = {'shapes': dict(steps=10000, batch_size=128, n_layer=4),
                    'template': dict(steps=4000, batch_size=64, n_layer=3)}
 
@@ -930,9 +930,9 @@ def parse_args(argv=None):
 # -----------------------------------------------------------------------------
 # the paper's table: every configuration the paper compares, as a list (run by --grid, appendix B)
 
-# one common setting for every row: the demo's model, symbol pool and schedule on shallower problems of
-# the one layout (depth 1-2) and 4000 steps, so that 2 seeds of every row fit in about half an hour on 2
-# CPU cores; --quick, for a class: one seed, 1200 steps
+# one common setting for every row: the one-layout model (3 layers), symbol pool and schedule on shallower
+# problems of that layout (depth 1-2) and 4000 steps, so that 2 seeds of every row fit in about half an
+# hour on 2 CPU cores; --quick, for a class: one seed, 1200 steps
 GRID = dict(n_symbols=5000, max_depth=2, steps=4000, eval_every=1000, eval_n=500, layout='template')
 GRID_QUICK = dict(n_symbols=5000, max_depth=2, steps=1200, eval_every=600, eval_n=300, layout='template')
 GRID_FORGET_EVERY = 100                          # forget-until stops resetting halfway through
