@@ -105,10 +105,12 @@ class Config:
         return min(self.max_depth, 1 + step // self.curriculum) if self.curriculum else self.max_depth
 
     def block_size(self):
-        """Longest sequence the model reads: a problem of the generator's with a chain two steps longer
-        than training has (the test of depth beyond training); the template layout: its own longest."""
+        """Longest sequence the model reads: a problem with a chain two steps longer than training has (the
+        test of depth beyond training); the template layout: its own longest. config_error calls it on the
+        command line's namespace too: it reads only max_depth, max_premises and layout."""
         deepest = self.max_depth + 2 * (self.layout == 'shapes')
-        return replace(self.gen_config(), max_depth=deepest).max_tokens()
+        return logic_data.GenConfig(max_depth=deepest, max_premises=self.max_premises,
+                                    layout=self.layout).max_tokens()
 
 # what each layout needs: problems of every shape take a fourth layer and far more training than one layout
 LAYOUT_DEFAULTS = {'shapes': dict(steps=10000, batch_size=128, n_layer=4),
@@ -530,10 +532,6 @@ def rows_stats(model, vocab):
                 cos_train=mean_pairwise_cosine(w[vocab.train_ids]),
                 norm_unseen=norm[vocab.unseen_ids].mean().item(),
                 norm_train=norm[vocab.train_ids].mean().item())
-
-
-def accuracy_keys():
-    return [k for s in logic_data.SCENARIOS for k in (s, s + '_T', s + '_F')]
 
 
 def acc_str(acc, s):
@@ -1131,6 +1129,11 @@ def grid_plot(results, path, title):
     plt.close(fig)
 
 
+def accuracy_keys():
+    """What the grid keeps of a run's last evaluation: each scenario's exact match, and on T and F."""
+    return [k for s in logic_data.SCENARIOS for k in (s, s + '_T', s + '_F')]
+
+
 def grid_job(job):
     """One run of the grid, job = (label, config, keep the weights?), in a worker process with one
     thread: the matrices here are too small to split well over cores, so one run per core gets more
@@ -1413,14 +1416,14 @@ def config_error(c):
         return bad
     # the caps above hold one by one; these hold what they are for: the model's size, and the memory of one
     # evaluation (every test problem of a scenario in one batch: its attention scores and target logits)
-    deepest = c.max_depth + 2 * (c.layout == 'shapes')                   # as in Config.block_size
-    T = logic_data.GenConfig(max_depth=deepest, max_premises=c.max_premises, layout=c.layout).max_tokens()
+    T = Config.block_size(c)
     V, C = c.n_symbols + len(logic_data.SPECIALS) + logic_data.N_UNSEEN, c.n_embd
     params = number('n_layer') * 12 * C * C + V * C
     if params > 200e6:
         return (f"--n-layer {number('n_layer')} --n-embd {C}: {params / 1e6:.0f}M parameters, at most 200M "
                 '(this is a small-model demo)')
-    memory = number('eval_n') * (T * (c.n_head * T + 4 * C) + (deepest + 4) * V) * 4
+    targets = c.max_depth + 6                             # per problem, at most: the chain, answer, <eos>
+    memory = number('eval_n') * (T * (c.n_head * T + 4 * C) + targets * V) * 4
     if memory > 8e9:
         return (f'--eval-n {number("eval_n")} with problems of up to {T} tokens: one evaluation would hold '
                 f'{memory / 1e9:.0f} GB; use a smaller --eval-n')
