@@ -104,13 +104,16 @@ class Config:
         depth 1 and allows one depth more every `curriculum` steps; the tests have every depth throughout."""
         return min(self.max_depth, 1 + step // self.curriculum) if self.curriculum else self.max_depth
 
-    def block_size(self):
-        """Longest sequence the model reads: a problem with a chain two steps longer than training has (the
-        test of depth beyond training); the template layout: its own longest. config_error calls it on the
-        command line's namespace too: it reads only max_depth, max_premises and layout."""
+    def longest(self):
+        """The generator of the longest problems the model reads: chains two steps longer than training has
+        (the test of depth beyond training); the template layout: its own. It reads only max_depth,
+        max_premises and layout, so config_error calls it on the command line's namespace too."""
         deepest = self.max_depth + 2 * (self.layout == 'shapes')
-        return logic_data.GenConfig(max_depth=deepest, max_premises=self.max_premises,
-                                    layout=self.layout).max_tokens()
+        return logic_data.GenConfig(max_depth=deepest, max_premises=self.max_premises, layout=self.layout)
+
+    def block_size(self):
+        """Longest sequence the model reads (the position table's size)."""
+        return self.longest().max_tokens()
 
 # what each layout needs: problems of every shape take a fourth layer and far more training than one layout
 LAYOUT_DEFAULTS = {'shapes': dict(steps=10000, batch_size=128, n_layer=4),
@@ -1416,13 +1419,13 @@ def config_error(c):
         return bad
     # the caps above hold one by one; these hold what they are for: the model's size, and the memory of one
     # evaluation (every test problem of a scenario in one batch: its attention scores and target logits)
-    T = Config.block_size(c)
+    longest = Config.longest(c)
+    T, targets = longest.max_tokens(), longest.limits()['chain'] + 2     # per problem: chain, answer, <eos>
     V, C = c.n_symbols + len(logic_data.SPECIALS) + logic_data.N_UNSEEN, c.n_embd
     params = number('n_layer') * 12 * C * C + V * C
     if params > 200e6:
         return (f"--n-layer {number('n_layer')} --n-embd {C}: {params / 1e6:.0f}M parameters, at most 200M "
                 '(this is a small-model demo)')
-    targets = c.max_depth + 6                             # per problem, at most: the chain, answer, <eos>
     memory = number('eval_n') * (T * (c.n_head * T + 4 * C) + targets * V) * 4
     if memory > 8e9:
         return (f'--eval-n {number("eval_n")} with problems of up to {T} tokens: one evaluation would hold '
