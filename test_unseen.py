@@ -283,42 +283,13 @@ def test_length_grouping_pads_each_batch_to_its_own_longest_problem():
         data = U.batches(random.Random(0), TINY, vocab, ahead=ahead)
         out = []
         for _ in range(12):                              # three draws of four batches
-            x, *_ = next(data)
+            x, _ = next(data)
             lengths = (x != vocab.pad).sum(1)
             out.append((lengths.max() - lengths.min()).item())
         return out
     grouped, random_ = spreads(4), spreads(1)
     assert 2 * sum(grouped) < sum(random_) and max(grouped) < min(random_) + 5
     assert all(s > 0 for s in random_)                   # one batch a draw: lengths mixed
-
-
-def test_training_moves_each_problem_around_the_position_table_and_the_tests_read_it_halfway():
-    """--shift N: each training sequence starts at a random row 0..N of the position table (N rows more
-    than the longest problem), every start drawn; the tests and --ask read from N // 2. Reading from row k
-    is reading from row 0 of the table cut k rows down. The one layout does not move."""
-    assert (U.Config().shift, U.Config(layout='template').shift) == (8, 0)
-    cfg = replace(TINY, shift=6)
-    vocab = L.Vocab(cfg.n_symbols)
-    data = U.batches(random.Random(0), cfg, vocab)
-    starts = torch.cat([next(data)[2] for _ in range(4)])
-    assert set(starts.tolist()) == set(range(7))
-    template = U.batches(random.Random(0), replace(cfg, layout='template', shift=0), vocab)
-    assert next(template)[2] is None                     # every sequence from row 0
-    model = U.make_model(cfg).eval()
-    table = model.transformer.wpe.weight.detach()
-    assert table.size(0) == cfg.block_size() + 6 and model.read_at == 3
-    x, _ = U.make_batch(L.make_problems(random.Random(1), cfg.gen_config(), vocab, 7, 'none'), vocab)
-
-    def cut(k):   # the same model, its position table starting k rows down, read from row 0
-        m = copy.deepcopy(model)
-        m.transformer.wpe = torch.nn.Embedding.from_pretrained(table[k:])
-        m.read_at = 0
-        return m
-    with torch.no_grad():
-        assert torch.allclose(model(x)[0], cut(3)(x)[0], atol=1e-5)
-        assert not torch.allclose(model(x)[0], cut(0)(x)[0], atol=1e-3)
-        each = model(x, start=torch.arange(7))[0]           # sequence b from row b
-        assert all(torch.allclose(each[b], cut(b)(x[b:b + 1])[0][0], atol=1e-5) for b in range(7))
 
 
 def test_curriculum_grows_the_training_depth_and_leaves_the_tests_whole():
@@ -333,8 +304,7 @@ def test_curriculum_grows_the_training_depth_and_leaves_the_tests_whole():
     assert replace(shaped, shape_curriculum=False).gen_config(0).most is None
     assert shaped.gen_config().most is None
     vocab = L.Vocab(cfg.n_symbols)
-    depths_of = lambda data, n: [((y != -1).sum(1) - 2).tolist()
-                                 for _, y, _ in (next(data) for _ in range(n))]
+    depths_of = lambda data, n: [((y != -1).sum(1) - 2).tolist() for _, y in (next(data) for _ in range(n))]
     depths = depths_of(U.batches(random.Random(0), cfg, vocab, ahead=8), 40)
     assert {d for batch in depths[:8] for d in batch} == {1}              # steps 0-7: depth 1 only
     assert {d for batch in depths[8:16] for d in batch} == {1, 2}
@@ -500,7 +470,7 @@ def test_lr_warms_up_then_decays_to_a_tenth():
 
 def test_grad_clip_bounds_the_gradient_the_step_uses_and_is_off_by_default():
     vocab = L.Vocab(TINY.n_symbols)
-    x, y, _ = next(U.batches(random.Random(0), TINY, vocab))
+    x, y = next(U.batches(random.Random(0), TINY, vocab))
     norm = lambda m: torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in m.parameters()
                                                            if p.grad is not None])).item()
     model = U.make_model(TINY)
@@ -1058,7 +1028,6 @@ def test_a_bad_problems_file_gets_one_line_naming_it(trained, tmp_path, content,
     (['--no-identity', '--identity-a', '0.5'], '--identity-a goes with --identity'),
     (['--no-identity', '--identity-b', '1'], '--identity-b goes with --identity'),
     (['--curriculum', '-1'], '--curriculum must be >= 0'),
-    (['--shift', '-1'], '--shift must be >= 0'),
     (['--grad-clip', '-1'], '--grad-clip -1.0: must be a number in [0, 1000]'),
     (['--seed', str(2 ** 70)], f'--seed {2 ** 70}: must be in [0, 2^63)'),
     (['--seed', '-1'], '--seed -1: must be in [0, 2^63)'),
@@ -1246,9 +1215,9 @@ def test_fine_tuning_trains_the_unfrozen_embeddings_on_unseen_names_only(monkeyp
     seen, real = [], U.batches
 
     def recorded(*a, **kw):
-        for x, y, start in real(*a, **kw):
+        for x, y in real(*a, **kw):
             seen.append(x)
-            yield x, y, start
+            yield x, y
     monkeypatch.setattr(U, 'batches', recorded)
     before = model.lm_head.weight.detach().clone()
     tuned = []

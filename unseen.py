@@ -51,8 +51,6 @@ class Config:
     curriculum: int = 500      # one depth more every this many steps (depth_at; 0: every depth at once)
     layout: str = 'shapes'     # 'shapes': problems of many shapes; 'template': one layout (logic_data.py)
     shape_curriculum: bool = True  # with the curriculum, small shapes first too (gen_config)
-    shift: int = None          # training puts each problem at a random start 0..shift of the position table,
-                               # the tests at shift // 2 (GPT.forward); None: by layout
     # model
     n_layer: int = None        # None: by layout (LAYOUT_DEFAULTS)
     n_head: int = 4
@@ -114,14 +112,12 @@ class Config:
         return logic_data.GenConfig(max_depth=deepest, max_premises=self.max_premises, layout=self.layout)
 
     def block_size(self):
-        """Longest sequence the model reads (its position table has `shift` rows more)."""
+        """Longest sequence the model reads (the position table's size)."""
         return self.longest().max_tokens()
 
-# what each layout needs: problems of every shape take a fourth layer, far more training than one layout, and
-# problems moved around the position table (else the model ties forward chaining to absolute positions, and
-# fails the shortest problems, whose answer sits where no training problem has one: README appendix H)
-LAYOUT_DEFAULTS = {'shapes': dict(steps=10000, batch_size=128, n_layer=4, shift=8),
-                   'template': dict(steps=4000, batch_size=64, n_layer=3, shift=0)}
+# what each layout needs: problems of every shape take a fourth layer and far more training than one layout
+LAYOUT_DEFAULTS = {'shapes': dict(steps=10000, batch_size=128, n_layer=4),
+                   'template': dict(steps=4000, batch_size=64, n_layer=3)}
 
 
 def pick_device(name):
@@ -252,12 +248,11 @@ class GPT(nn.Module):
         self.cfg = cfg
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(vocab_size, cfg.n_embd),
-            wpe=nn.Embedding(cfg.block_size() + cfg.shift, cfg.n_embd),
+            wpe=nn.Embedding(cfg.block_size(), cfg.n_embd),
             h=nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)]),
             ln_f=nn.LayerNorm(cfg.n_embd),
         ))
         self.copy_attn = CopyAttention(cfg) if cfg.copy_attn else None
-        self.read_at = cfg.shift // 2   # where the tests put a problem in the position table
         self.lm_head = nn.Linear(cfg.n_embd, vocab_size, bias=False)
         if cfg.tie_emb:
             self.transformer.wte.weight = self.lm_head.weight   # weight tying: one matrix, both sides
@@ -276,16 +271,13 @@ class GPT(nn.Module):
         """The (un)embedding matrices the paper's switches act on: one if tied, two if not."""
         return list({id(p): p for p in (self.transformer.wte.weight, self.lm_head.weight)}.values())
 
-    def forward(self, idx, targets=None, start=None):
+    def forward(self, idx, targets=None):
         """Logits (B, T, V); with targets (-1 on the prompt), the logits (N, V) at the N target positions only
-        (the prompt carries no loss, so training needs no more) and the loss. Sequence b reads positions
-        start[b], start[b] + 1, ... of the table (training: random starts; None: all at self.read_at)."""
+        (the prompt carries no loss, so training needs no more) and the loss."""
         with torch.autocast(idx.device.type, dtype=torch.bfloat16, enabled=self.cfg.precision == 'bf16'):
             B, T = idx.size()
-            pos = torch.arange(T, device=idx.device)                                 # (T,)
-            pos = pos + self.read_at if start is None else start.view(B, 1) + pos    # (T,) or (B, T)
             tok_emb = self.transformer.wte(idx)                                      # (B, T, C)
-            x = tok_emb + self.transformer.wpe(pos)                                  # (B, T, C)
+            x = tok_emb + self.transformer.wpe(torch.arange(T, device=idx.device))   # (B, T, C)
             for block in self.transformer.h:
                 x = block(x)
             pointer = self.copy_attn is not None and self.copy_attn.form == 'pointer'
@@ -405,10 +397,9 @@ def pad_batch(seqs, pad, device='cpu'):
 
 
 def batches(rng, cfg, vocab, ahead=8, names=None):
-    """Endless training batches (x, y, start), in names of the training pool (unseen symbols never appear)
-    unless `names` says otherwise. Problems are drawn `ahead` batches at a time and grouped by length, so
-    that a batch pads only to its own longest sequence. Each sequence starts at a random position 0..shift
-    of the position table (GPT.forward): no layout owns a position (shift 0: start None, row 0)."""
+    """Endless training batches, in names of the training pool (unseen symbols never appear) unless
+    `names` says otherwise. Problems are drawn `ahead` batches at a time and grouped by length, so that a
+    batch pads only to its own longest sequence."""
     names = names or vocab.train_names
     for step in itertools.count(0, ahead):
         gen = cfg.gen_config(step)       # the curriculum: the problems allowed grow with the step
@@ -417,9 +408,7 @@ def batches(rng, cfg, vocab, ahead=8, names=None):
         chunks = [seqs[i:i + cfg.batch_size] for i in range(0, len(seqs), cfg.batch_size)]
         rng.shuffle(chunks)
         for chunk in chunks:
-            starts = torch.tensor([rng.randint(0, cfg.shift) for _ in chunk], device=cfg.device) \
-                if cfg.shift else None
-            yield *pad_batch(chunk, vocab.pad, cfg.device), starts
+            yield pad_batch(chunk, vocab.pad, cfg.device)
 
 
 def eval_sets(cfg, vocab):
@@ -573,9 +562,9 @@ def shapes_str(acc):
 # training
 
 
-def train_step(model, optimizer, x, y, start=None):
+def train_step(model, optimizer, x, y):
     """One AdamW step on one batch (--grad-clip: on the clipped gradient); returns the loss."""
-    _, loss = model(x, y, start)
+    _, loss = model(x, y)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if model.cfg.grad_clip:
@@ -826,9 +815,6 @@ def plan(cfg, out):
     if cfg.steps <= cfg.warmup:
         decay = f"which this {cfg.steps}-step run ends inside"
     lines.append(f"lr {cfg.lr:g}: a {cfg.warmup}-step warmup, {decay} (--schedule {cfg.schedule})")
-    if cfg.shift:
-        lines.append(f"each training problem starts at a random row 0-{cfg.shift} of the position table, the "
-                     f"tests at row {cfg.shift // 2} (--shift)")
     lines.append(f"{attention_summary(cfg)} (a = {cfg.identity_a:g}, b = {cfg.identity_b:g} at the start; "
                  "--no-identity: the textbook attention)" if cfg.identity else attention_summary(cfg))
     return '\n       '.join(lines)
@@ -906,8 +892,6 @@ def parse_args(argv=None):
     a('--shape-curriculum', action=argparse.BooleanOptionalAction, default=d.shape_curriculum,
       help='with --curriculum: small shapes first (at most 2 facts, no side and 1 dead rule), every shape '
       'from the last stage')
-    a('--shift', type=int, default=None, metavar='N', help='%(default)s: by --layout, shapes 8, template 0: '
-      'training puts each problem at a random start 0..N of the position table, the tests at N // 2')
     a('--n-layer', type=int, default=None, help='%(default)s: by --layout, shapes 4, template 3')
     a('--n-head', type=int, default=d.n_head)
     a('--n-embd', type=int, default=d.n_embd, help='model width')
@@ -1022,9 +1006,7 @@ def load_checkpoint(path, device='cpu'):
     try:
         ck = torch.load(path, map_location=device)
         # a checkpoint from before problems of every shape was trained on the one layout
-        # (and from before problems moved around the position table: shift 0)
-        cfg = Config(**{'layout': 'template', 'shape_curriculum': False, 'shift': 0, **ck['config'],
-                        'device': device})
+        cfg = Config(**{'layout': 'template', 'shape_curriculum': False, **ck['config'], 'device': device})
         error = config_error(cfg)
         if error is None:
             # (a checkpoint from before the copy layer's rename: copy.gain is now copy_attn.beta)
@@ -1304,9 +1286,9 @@ def timed_steps(cfg, steps, group=True, threads=None):
     tokens, t0 = [], []
 
     def counted(data):
-        for x, y, start in data:
+        for x, y in data:
             tokens.append((x != vocab.pad).sum().item())
-            yield x, y, start
+            yield x, y
 
     def start_clock(step, losses, seconds):
         if step == 5:       # the first steps warm up allocators and caches
@@ -1415,7 +1397,7 @@ def config_error(c):
     ranges = (('lr', 0, 1), ('weight_decay', 0, 10), ('grad_clip', 0, 1000), ('identity_a', -100, 100),
               ('identity_b', -100, 100), ('emb_norm', 0, 100))
     highs = (('n_symbols', 100_000), ('n_embd', 2048), ('n_layer', 48), ('batch_size', 4096),
-             ('eval_n', 20_000), ('steps', 10_000_000), ('shift', 1000))
+             ('eval_n', 20_000), ('steps', 10_000_000))
     if c.layout not in logic_data.LAYOUTS:
         return f"--layout {c.layout}: choose from {', '.join(logic_data.LAYOUTS)}"
     problems = [
@@ -1423,7 +1405,6 @@ def config_error(c):
           for k in ('steps', 'batch_size', 'eval_every', 'eval_n', 'n_layer', 'n_head', 'n_embd')],
         *[(getattr(c, k) < 0, f'{flag(k)} must be >= 0')
           for k in ('forget_every', 'forget_until', 'curriculum')],
-        (number('shift') < 0, '--shift must be >= 0'),
         (not 0 <= c.seed < 2 ** 63, f'--seed {c.seed}: must be in [0, 2^63)'),
         (c.n_head >= 1 and c.n_embd % c.n_head,
          f'--n-embd {c.n_embd} must be divisible by --n-head {c.n_head}'),
