@@ -292,6 +292,34 @@ def test_length_grouping_pads_each_batch_to_its_own_longest_problem():
     assert all(s > 0 for s in random_)                   # one batch a draw: lengths mixed
 
 
+def test_positions_count_from_the_query_so_every_chain_starts_at_one_row():
+    """--positions query (problems of every shape): each sequence is read from the row that puts its ':' at
+    colon_row, the end of the longest prompt the model reads, so the chain's first token sits at the same
+    row in every problem, whatever its prompt's length; a sequence's logits do not depend on the batch it is
+    padded in; the longest problems stay inside the table. The one layout reads from row 0 (nanoGPT)."""
+    assert (U.Config().positions, U.Config(layout='template').positions) == ('query', 'start')
+    vocab = L.Vocab(TINY.n_symbols)
+    for cfg in (TINY, replace(TINY, layout='template', positions='start')):
+        model = U.make_model(cfg).eval()
+        read = []
+        model.transformer.wpe.register_forward_hook(lambda m, i, o: read.append(i[0]))
+        ps = L.make_problems(random.Random(0), cfg.longest(), vocab, 40)
+        x, y = U.make_batch(ps, vocab)
+        with torch.no_grad():
+            batch = model(x)[0]
+            colon = (y != -1).int().argmax(1)                   # the first target is read at the ':'
+            assert len(set(colon.tolist())) > (5 if cfg.positions == "query" else 1)   # prompt lengths
+            if cfg.positions == 'query':
+                assert (read[-1].gather(1, colon.view(-1, 1)) == cfg.colon_row()).all()
+                assert cfg.colon_row() == cfg.longest().max_prompt() - 1
+            else:
+                assert torch.equal(read[-1], torch.arange(x.size(1)))
+            for i, p in enumerate(ps[:8]):
+                n = len(vocab.encode(p)[0]) - 1
+                assert torch.allclose(model(x[i:i + 1, :n])[0][0], batch[i, :n], atol=1e-5)
+                assert read[-1].max() < model.transformer.wpe.num_embeddings
+
+
 def test_curriculum_grows_the_training_depth_and_leaves_the_tests_whole():
     """--curriculum N: training problems are of depth 1 first, one depth more every N steps; the test
     problems have every depth from the start. A problem of depth d has d + 2 targets (the chain of d
@@ -499,6 +527,7 @@ def test_command_line_defaults_are_configs_defaults_and_switches_set_one_thing()
     t = cfg('--layout', 'template')
     assert t == U.Config(layout='template') and (t.steps, t.batch_size, t.n_layer) == (4000, 64, 3)
     assert cfg('--n-layer', '2').n_layer == 2 and cfg('--layout', 'template', '--n-layer', '5').n_layer == 5
+    assert (t.positions, cfg('--positions', 'start').positions) == ('start', 'start')
     assert cfg('--layout', 'template', '--steps', '100').steps == 100
     assert cfg('--batch-size', '8').batch_size == 8
 
@@ -901,12 +930,16 @@ def test_checkpoint_round_trip_and_ask(trained, capsys):
     most = cfg.block_size()
     assert r.returncode == 1 and r.stderr.strip().splitlines() == [
         f"error: problem too long: over {most} tokens, this model reads at most {most}"]
-    # fits as text, not with its chain
-    just = ' . '.join(f'x{i} -> x{i + 1}' for i in range(10)) + ' . x0 . ? x10'
-    n = len(vocab.encode(L.parse(just))[0])
-    r = run('unseen.py', '--ckpt', str(path), '--ask', just)
-    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
-        f"error: problem too long: {n} tokens, this model reads at most {most}"] and n > most
+    # fits as text; positions counted from the query: the prompt has its own rows, and so has the chain
+    prompt, chain_rows = cfg.longest().max_prompt(), most - cfg.longest().max_prompt()
+    for steps, complaint in ((10, f"a prompt of 45 tokens, this model reads at most {prompt}"),
+                             (6, f"its chain, answer and <eos> take 8 tokens, this model writes at most "
+                                 f"{chain_rows}")):
+        just = ' . '.join(f'x{i} -> x{i + 1}' for i in range(steps)) + f' . x0 . ? x{steps}'
+        r = run('unseen.py', '--ckpt', str(path), '--ask', just)
+        assert r.returncode == 1
+        assert r.stderr.strip().splitlines() == [f'error: problem too long: {complaint}']
+    assert len(vocab.encode(L.parse(just))[0]) < most                 # (the second fits the table's length)
     huge = ' . '.join(f'x{i % 40} -> x{(i + 1) % 40}' for i in range(100_000)) + ' . x0 . ? x39'
     t = time.time()
     with pytest.raises(SystemExit, match='problem too long'):             # (too long for a command line)
@@ -923,6 +956,7 @@ def test_checkpoint_round_trip_and_ask(trained, capsys):
     for key, value, complaint in (('eval_n', 0, '--eval-n must be >= 1'),
                                   ('eval_n', 10 ** 9, '--eval-n 1000000000: at most 20000'),
                                   ('seed', 2 ** 70, f'--seed {2 ** 70}: must be in [0, 2^63)'),
+                                  ('positions', 'middle', '--positions middle: choose from query, start'),
                                   ('model', 'nan', 'its weights transformer.wte.weight hold nan or inf')):
         edited = torch.load(path)
         if key == 'model':

@@ -123,9 +123,9 @@ class Config:
         return self.longest().max_prompt() - 1 if self.positions == 'query' else None
 
     def too_long(self, n_prompt, n_tokens):
-        """Why a problem of n_tokens tokens, the first n_prompt of them its prompt, is too long for the model's
-        position table (a message), or None. Counted from the query, the prompt and what follows it have
-        their own rows."""
+        """Why a problem of n_tokens tokens, the first n_prompt of them its prompt, is too long for the
+        model's position table (a message), or None. Counted from the query, the prompt and what follows
+        it have their own rows."""
         most, prompt = self.block_size(), self.longest().max_prompt()
         if self.positions == 'query' and n_prompt > prompt:
             return f"too long: a prompt of {n_prompt} tokens, this model reads at most {prompt}"
@@ -851,8 +851,8 @@ def plan(cfg, out):
         decay = f"which this {cfg.steps}-step run ends inside"
     lines.append(f"lr {cfg.lr:g}: a {cfg.warmup}-step warmup, {decay} (--schedule {cfg.schedule})")
     if cfg.positions == 'query':
-        lines.append(f"positions counted from the query: every problem's ':' at row {cfg.colon_row()} of "
-                     "the position table, so the chain starts at the same position in every problem (--positions)")
+        lines.append(f"positions counted from the query: every problem's ':' at row {cfg.colon_row()} of the "
+                     "position table, the chain at the same position in every problem (--positions)")
     lines.append(f"{attention_summary(cfg)} (a = {cfg.identity_a:g}, b = {cfg.identity_b:g} at the start; "
                  "--no-identity: the textbook attention)" if cfg.identity else attention_summary(cfg))
     return '\n       '.join(lines)
