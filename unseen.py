@@ -51,8 +51,8 @@ class Config:
     curriculum: int = 500      # one depth more every this many steps (depth_at; 0: every depth at once)
     layout: str = 'shapes'     # 'shapes': problems of many shapes; 'template': one layout (logic_data.py)
     shape_curriculum: bool = True  # with the curriculum, small shapes first too (gen_config)
-    positions: str = None      # 'query': every problem's ':' at the same row of the position table;
-                               # 'start': from row 0, as in nanoGPT (GPT.forward); None: by layout
+    positions: str = 'start'   # 'start': from row 0 of the position table, as in nanoGPT; 'query': every
+                               # problem's ':' at the same row (GPT.forward; README: positions)
     # model
     n_layer: int = None        # None: by layout (LAYOUT_DEFAULTS)
     n_head: int = 4
@@ -134,12 +134,10 @@ class Config:
                     f"writes at most {most - prompt}")
         return f"too long: {n_tokens} tokens, this model reads at most {most}" if n_tokens > most else None
 
-# what each layout needs: problems of every shape take a fourth layer, far more training than one layout, and
-# positions counted from the query (from the start, the models tie forward chaining to absolute positions
-# and fail the shortest problems, whose answer sits where no training problem has one: README appendix H)
-POSITIONS = ('query', 'start')
-LAYOUT_DEFAULTS = {'shapes': dict(steps=10000, batch_size=128, n_layer=4, positions='query'),
-                   'template': dict(steps=4000, batch_size=64, n_layer=3, positions='start')}
+POSITIONS = ('start', 'query')
+# what each layout needs: problems of every shape take a fourth layer and far more training than one layout
+LAYOUT_DEFAULTS = {'shapes': dict(steps=10000, batch_size=128, n_layer=4),
+                   'template': dict(steps=4000, batch_size=64, n_layer=3)}
 
 
 def pick_device(name):
@@ -930,9 +928,8 @@ def parse_args(argv=None):
     a('--shape-curriculum', action=argparse.BooleanOptionalAction, default=d.shape_curriculum,
       help='with --curriculum: small shapes first (at most 2 facts, no side and 1 dead rule), every shape '
       'from the last stage')
-    a('--positions', choices=POSITIONS, default=None, help="%(default)s: by --layout, shapes query, template "
-      "start. query: every problem placed so that its ':' is at the same row of the position table; start: "
-      'from row 0 (nanoGPT)')
+    a('--positions', choices=POSITIONS, default=d.positions, help="start: a problem from row 0 of the "
+      "position table (nanoGPT); query: every problem placed so that its ':' is at the same row")
     a('--n-layer', type=int, default=None, help='%(default)s: by --layout, shapes 4, template 3')
     a('--n-head', type=int, default=d.n_head)
     a('--n-embd', type=int, default=d.n_embd, help='model width')
@@ -1047,9 +1044,7 @@ def load_checkpoint(path, device='cpu'):
     try:
         ck = torch.load(path, map_location=device)
         # a checkpoint from before problems of every shape was trained on the one layout
-        # (and from before positions were counted from the query: from the start)
-        cfg = Config(**{'layout': 'template', 'shape_curriculum': False, 'positions': 'start', **ck['config'],
-                        'device': device})
+        cfg = Config(**{'layout': 'template', 'shape_curriculum': False, **ck['config'], 'device': device})
         error = config_error(cfg)
         if error is None:
             # (a checkpoint from before the copy layer's rename: copy.gain is now copy_attn.beta)
@@ -1442,7 +1437,7 @@ def config_error(c):
              ('eval_n', 20_000), ('steps', 10_000_000))
     if c.layout not in logic_data.LAYOUTS:
         return f"--layout {c.layout}: choose from {', '.join(logic_data.LAYOUTS)}"
-    if c.positions not in (None, *POSITIONS):
+    if c.positions not in POSITIONS:
         return f"--positions {c.positions}: choose from {', '.join(POSITIONS)}"
     problems = [
         *[(number(k) < 1, f'{flag(k)} must be >= 1')
