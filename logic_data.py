@@ -260,14 +260,12 @@ class GenConfig:
             n_facts, n_side, n_dead = (SHAPE_LIMITS[k][1] for k in ('facts', 'side', 'dead'))
         return dict(facts=n_facts, rules=self.max_depth + n_side + n_dead, chain=self.max_depth + n_side)
 
-    def max_prompt(self):
-        """The longest prompt a problem can have: facts, rules, then `? query :`."""
-        most = self.limits()
-        return most['rules'] * (self.max_premises + 3) + 2 * most['facts'] + 3   # a rule: premises -> head .
-
     def max_tokens(self):
         """The longest token sequence a problem can make: facts, rules, query, chain, answer, <eos>."""
-        return self.max_prompt() + self.limits()['chain'] + 2
+        rule = self.max_premises + 3                                   # premises -> head .
+        most = self.limits()
+        prompt = most['rules'] * rule + 2 * most['facts'] + 3
+        return prompt + most['chain'] + 2
 
 
 def size_error(n_symbols, max_depth, max_premises):

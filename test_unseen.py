@@ -292,44 +292,6 @@ def test_length_grouping_pads_each_batch_to_its_own_longest_problem():
     assert all(s > 0 for s in random_)                   # one batch a draw: lengths mixed
 
 
-def test_positions_count_from_the_query_so_every_chain_starts_at_one_row():
-    """--positions query: each sequence is read from the row that puts its ':' at
-    colon_row, the end of the longest prompt the model reads, so the chain's first token sits at the same
-    row in every problem, whatever its prompt's length; a sequence's logits do not depend on the batch it is
-    padded in; the longest problems stay inside the table, and --ask refuses a prompt or a chain too long
-    for its rows. The default reads from row 0 (nanoGPT)."""
-    assert U.Config().positions == 'start'
-    vocab = L.Vocab(TINY.n_symbols)
-    for cfg in (replace(TINY, positions='query'), TINY, replace(TINY, layout='template')):
-        model = U.make_model(cfg).eval()
-        read = []
-        model.transformer.wpe.register_forward_hook(lambda m, i, o: read.append(i[0]))
-        ps = L.make_problems(random.Random(0), cfg.longest(), vocab, 40)
-        x, y = U.make_batch(ps, vocab)
-        with torch.no_grad():
-            batch = model(x)[0]
-            colon = (y != -1).int().argmax(1)                   # the first target is read at the ':'
-            assert len(set(colon.tolist())) > (5 if cfg.positions == "query" else 1)   # prompt lengths
-            if cfg.positions == 'query':
-                assert (read[-1].gather(1, colon.view(-1, 1)) == cfg.colon_row()).all()
-                assert cfg.colon_row() == cfg.longest().max_prompt() - 1
-            else:
-                assert torch.equal(read[-1], torch.arange(x.size(1)))
-            for i, p in enumerate(ps[:8]):
-                n = len(vocab.encode(p)[0]) - 1
-                assert torch.allclose(model(x[i:i + 1, :n])[0][0], batch[i, :n], atol=1e-5)
-                assert read[-1].max() < model.transformer.wpe.num_embeddings
-        if cfg.positions == 'query':   # the prompt has its own rows, and so has what follows it
-            prompt, most = cfg.longest().max_prompt(), cfg.block_size()
-            for steps, complaint in ((12, f"a prompt of 53 tokens, this model reads at most {prompt}"),
-                                     (8, f"its chain, answer and <eos> take 10 tokens, this model writes at "
-                                         f"most {most - prompt}")):
-                text = ' . '.join(f'x{i} -> x{i + 1}' for i in range(steps)) + f' . x0 . ? x{steps}'
-                with pytest.raises(ValueError, match=f'^problem too long: {re.escape(complaint)}$'):
-                    U.ask(model, vocab, cfg, text)
-            assert len(vocab.encode(L.parse(text))[0]) <= most    # (the second fits the table's length)
-
-
 def test_curriculum_grows_the_training_depth_and_leaves_the_tests_whole():
     """--curriculum N: training problems are of depth 1 first, one depth more every N steps; the test
     problems have every depth from the start. A problem of depth d has d + 2 targets (the chain of d
@@ -537,7 +499,6 @@ def test_command_line_defaults_are_configs_defaults_and_switches_set_one_thing()
     t = cfg('--layout', 'template')
     assert t == U.Config(layout='template') and (t.steps, t.batch_size, t.n_layer) == (4000, 64, 3)
     assert cfg('--n-layer', '2').n_layer == 2 and cfg('--layout', 'template', '--n-layer', '5').n_layer == 5
-    assert (t.positions, cfg('--positions', 'query').positions) == ('start', 'query')
     assert cfg('--layout', 'template', '--steps', '100').steps == 100
     assert cfg('--batch-size', '8').batch_size == 8
 
@@ -962,7 +923,6 @@ def test_checkpoint_round_trip_and_ask(trained, capsys):
     for key, value, complaint in (('eval_n', 0, '--eval-n must be >= 1'),
                                   ('eval_n', 10 ** 9, '--eval-n 1000000000: at most 20000'),
                                   ('seed', 2 ** 70, f'--seed {2 ** 70}: must be in [0, 2^63)'),
-                                  ('positions', 'middle', '--positions middle: choose from start, query'),
                                   ('model', 'nan', 'its weights transformer.wte.weight hold nan or inf')):
         edited = torch.load(path)
         if key == 'model':

@@ -51,8 +51,6 @@ class Config:
     curriculum: int = 500      # one depth more every this many steps (depth_at; 0: every depth at once)
     layout: str = 'shapes'     # 'shapes': problems of many shapes; 'template': one layout (logic_data.py)
     shape_curriculum: bool = True  # with the curriculum, small shapes first too (gen_config)
-    positions: str = 'start'   # 'start': from row 0 of the position table, as in nanoGPT; 'query': every
-                               # problem's ':' at the same row (GPT.forward; README: positions)
     # model
     n_layer: int = None        # None: by layout (LAYOUT_DEFAULTS)
     n_head: int = 4
@@ -117,24 +115,6 @@ class Config:
         """Longest sequence the model reads (the position table's size)."""
         return self.longest().max_tokens()
 
-    def colon_row(self):
-        """--positions query: the row of the position table every problem's ':' sits at (the end of the
-        longest prompt); None: positions from row 0."""
-        return self.longest().max_prompt() - 1 if self.positions == 'query' else None
-
-    def too_long(self, n_prompt, n_tokens):
-        """Why a problem of n_tokens tokens, the first n_prompt of them its prompt, is too long for the
-        model's position table (a message), or None. Counted from the query, the prompt and what follows
-        it have their own rows."""
-        most, prompt = self.block_size(), self.longest().max_prompt()
-        if self.positions == 'query' and n_prompt > prompt:
-            return f"too long: a prompt of {n_prompt} tokens, this model reads at most {prompt}"
-        if self.positions == 'query' and n_tokens - n_prompt > most - prompt:
-            return (f"too long: its chain, answer and <eos> take {n_tokens - n_prompt} tokens, this model "
-                    f"writes at most {most - prompt}")
-        return f"too long: {n_tokens} tokens, this model reads at most {most}" if n_tokens > most else None
-
-POSITIONS = ('start', 'query')
 # what each layout needs: problems of every shape take a fourth layer and far more training than one layout
 LAYOUT_DEFAULTS = {'shapes': dict(steps=10000, batch_size=128, n_layer=4),
                    'template': dict(steps=4000, batch_size=64, n_layer=3)}
@@ -261,9 +241,6 @@ class Block(nn.Module):
         return x + self.mlp(self.ln_2(x))
 
 
-COLON = logic_data.SPECIALS.index(':')   # the token that ends every prompt (token ids start with SPECIALS)
-
-
 class GPT(nn.Module):
 
     def __init__(self, cfg, vocab_size):
@@ -276,7 +253,6 @@ class GPT(nn.Module):
             ln_f=nn.LayerNorm(cfg.n_embd),
         ))
         self.copy_attn = CopyAttention(cfg) if cfg.copy_attn else None
-        self.colon_row = cfg.colon_row()
         self.lm_head = nn.Linear(cfg.n_embd, vocab_size, bias=False)
         if cfg.tie_emb:
             self.transformer.wte.weight = self.lm_head.weight   # weight tying: one matrix, both sides
@@ -297,20 +273,11 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets=None):
         """Logits (B, T, V); with targets (-1 on the prompt), the logits (N, V) at the N target positions only
-        (the prompt carries no loss, so training needs no more) and the loss. Positions count from row 0 of
-        the position table, or (--positions query) from the row that puts each sequence's ':' at colon_row:
-        the chain starts at the same position in every problem, whatever its prompt's length."""
+        (the prompt carries no loss, so training needs no more) and the loss."""
         with torch.autocast(idx.device.type, dtype=torch.bfloat16, enabled=self.cfg.precision == 'bf16'):
             B, T = idx.size()
-            pos = torch.arange(T, device=idx.device)                                 # (T,)
-            if self.colon_row is not None:
-                colon = idx == COLON
-                start = torch.where(colon.any(1), self.colon_row - colon.int().argmax(1), 0)   # (B,)
-                # (B, T); padding after a short sequence may run past the table: it reads the last row (the
-                # padding is causally after every real token and carries no loss)
-                pos = (start.view(B, 1) + pos).clamp(max=self.transformer.wpe.num_embeddings - 1)
             tok_emb = self.transformer.wte(idx)                                      # (B, T, C)
-            x = tok_emb + self.transformer.wpe(pos)                                  # (B, T, C)
+            x = tok_emb + self.transformer.wpe(torch.arange(T, device=idx.device))   # (B, T, C)
             for block in self.transformer.h:
                 x = block(x)
             pointer = self.copy_attn is not None and self.copy_attn.form == 'pointer'
@@ -489,7 +456,7 @@ def generate(model, vocab, prompt_ids, trace=None):
     """Real greedy decoding, one token at a time, until <eos>. With a list as `trace`, each step appends
     (the logits of the next token, the copy layer's attention over the context or None)."""
     idx = torch.tensor([prompt_ids], device=next(model.parameters()).device)
-    while not model.cfg.too_long(len(prompt_ids), idx.size(1) + 1):   # no further than the position table
+    for _ in range(model.cfg.block_size() - len(prompt_ids)):   # no further than the position table
         logits, _ = model(idx)
         if trace is not None:
             copy_att = model.copy_attn.last_att[0, -1] if model.copy_attn is not None else None
@@ -848,9 +815,6 @@ def plan(cfg, out):
     if cfg.steps <= cfg.warmup:
         decay = f"which this {cfg.steps}-step run ends inside"
     lines.append(f"lr {cfg.lr:g}: a {cfg.warmup}-step warmup, {decay} (--schedule {cfg.schedule})")
-    if cfg.positions == 'query':
-        lines.append(f"positions counted from the query: every problem's ':' at row {cfg.colon_row()} of the "
-                     "position table, the chain at the same position in every problem (--positions)")
     lines.append(f"{attention_summary(cfg)} (a = {cfg.identity_a:g}, b = {cfg.identity_b:g} at the start; "
                  "--no-identity: the textbook attention)" if cfg.identity else attention_summary(cfg))
     return '\n       '.join(lines)
@@ -928,8 +892,6 @@ def parse_args(argv=None):
     a('--shape-curriculum', action=argparse.BooleanOptionalAction, default=d.shape_curriculum,
       help='with --curriculum: small shapes first (at most 2 facts, no side and 1 dead rule), every shape '
       'from the last stage')
-    a('--positions', choices=POSITIONS, default=d.positions, help="start: a problem from row 0 of the "
-      "position table (nanoGPT); query: every problem placed so that its ':' is at the same row")
     a('--n-layer', type=int, default=None, help='%(default)s: by --layout, shapes 4, template 3')
     a('--n-head', type=int, default=d.n_head)
     a('--n-embd', type=int, default=d.n_embd, help='model width')
@@ -1011,8 +973,8 @@ def ask(model, vocab, cfg, text):
                          f"{cfg.block_size()}")
     p = logic_data.parse(text)
     ids, n_prompt = vocab.encode(p)
-    if cfg.too_long(n_prompt, len(ids)):
-        raise ValueError(f"problem {cfg.too_long(n_prompt, len(ids))}")
+    if len(ids) > cfg.block_size():
+        raise ValueError(f"problem too long: {len(ids)} tokens, this model reads at most {cfg.block_size()}")
     note = logic_data.beyond_training(cfg.gen_config(), p)
     if note:
         print(f"note: {note}; the model never trained on a problem like it")
@@ -1068,11 +1030,12 @@ def solve_problems(model, vocab, cfg, problems, path, n_show=5):
     """--problems: exact match of a model on a user's own problems, with its first mistakes."""
     for i, p in enumerate(problems):
         try:
-            ids, n_prompt = vocab.encode(p)
+            ids, _ = vocab.encode(p)
         except ValueError as e:
             raise ValueError(f'{path}, problem {i + 1}: {e}')
-        if cfg.too_long(n_prompt, len(ids)):
-            raise ValueError(f'{path}, problem {i + 1}: {cfg.too_long(n_prompt, len(ids))}')
+        if len(ids) > cfg.block_size():
+            raise ValueError(f'{path}, problem {i + 1}: too long: {len(ids)} tokens, this model reads at '
+                             f'most {cfg.block_size()}')
     ok = torch.cat([exact_match(model, *make_batch(problems[i:i + 256], vocab, cfg.device))
                     for i in range(0, len(problems), 256)]).tolist()
     split = lambda answer: [r for r, p in zip(ok, problems) if p.answer == answer]
@@ -1437,8 +1400,6 @@ def config_error(c):
              ('eval_n', 20_000), ('steps', 10_000_000))
     if c.layout not in logic_data.LAYOUTS:
         return f"--layout {c.layout}: choose from {', '.join(logic_data.LAYOUTS)}"
-    if c.positions not in POSITIONS:
-        return f"--positions {c.positions}: choose from {', '.join(POSITIONS)}"
     problems = [
         *[(number(k) < 1, f'{flag(k)} must be >= 1')
           for k in ('steps', 'batch_size', 'eval_every', 'eval_n', 'n_layer', 'n_head', 'n_embd')],
