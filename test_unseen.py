@@ -414,6 +414,25 @@ def test_identity_terms_at_zero_are_the_standard_model_and_are_trained():
     assert torch.equal(fresh.id_a, torch.ones(n)) and torch.equal(fresh.id_b, torch.zeros(n))
 
 
+def test_rotary_positions_see_offsets_only(tmp_path):
+    """With rotary positions a query-key score depends on how far apart the two tokens stand, not on where:
+    the same query and key vectors give scores constant along each diagonal. The model has no position
+    table, and a checkpoint keeps the choice."""
+    q, k = torch.randn(1, 1, 1, 16).expand(1, 1, 12, 16), torch.randn(1, 1, 1, 16).expand(1, 1, 12, 16)
+    s = U.rotary(q) @ U.rotary(k).transpose(-2, -1)
+    for d in range(-3, 4):
+        diag = s[0, 0].diagonal(d)
+        assert torch.allclose(diag, diag[0].expand_as(diag), atol=1e-4)
+    assert not torch.allclose(s[0, 0, 5, 5], s[0, 0, 5, 2], atol=1e-3)    # but the offset matters
+    cfg = replace(TINY, positions='rotary', steps=5)
+    model, vocab, hist = U.train(cfg, log=lambda s: None)
+    assert model.transformer.wpe is None and not any('wpe' in k for k in model.state_dict())
+    U.save_checkpoint(tmp_path / 'r.pt', model, cfg, hist)
+    loaded, _, lcfg = U.load_checkpoint(tmp_path / 'r.pt')
+    idx = torch.randint(8, 40, (2, 10))
+    assert lcfg.positions == 'rotary' and torch.equal(loaded(idx)[0], model.eval()(idx)[0])
+
+
 def test_evaluation_splits_each_scenario_into_provable_and_unprovable(trained):
     model, vocab, cfg, _ = trained
     sets = U.eval_sets(replace(cfg, eval_n=80), vocab)

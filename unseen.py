@@ -61,6 +61,8 @@ class Config:
     identity_a: float = 1.0    # a_h at the start (trained)
     identity_b: float = 0.0    # b_h at the start (trained)
     tie_emb: bool = True       # unembedding = input embedding (GPT-2 style)
+    positions: str = 'learned'  # 'learned': a table of rows added to the input (GPT-2); 'rotary': queries and
+                               # keys rotated by position (RoPE), so attention sees only relative offsets
     emb_norm: float = 1.0      # mean row norm of the orthogonal (un)embeddings
     # the paper's switches on the (un)embeddings
     freeze_emb: bool = False   # orthogonal init, never updated
@@ -145,6 +147,17 @@ def pick_precision(name, device):
 # the model: nanoGPT, with identity terms and copy attention
 
 
+def rotary(t):
+    """RoPE (Su et al.): rotate each pair of channels of t (B, nh, T, hs) by an angle that grows with the
+    position, so a query-key product depends on their offset, not on where the two stand."""
+    T, hs = t.size(-2), t.size(-1)
+    freq = 10000 ** (-torch.arange(0, hs, 2, device=t.device) / hs)                   # (hs/2,)
+    angle = torch.arange(T, device=t.device).unsqueeze(1) * freq                       # (T, hs/2)
+    cos, sin = angle.cos().to(t.dtype), angle.sin().to(t.dtype)
+    t1, t2 = t[..., 0::2], t[..., 1::2]
+    return torch.stack((t1 * cos - t2 * sin, t1 * sin + t2 * cos), dim=-1).flatten(-2)
+
+
 def causal_softmax(att):
     """Softmax over the keys at or before each query, in float32."""
     T = att.size(-1)
@@ -162,6 +175,7 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.n_head = cfg.n_head
+        self.rotary = cfg.positions == 'rotary'
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
         self.identity = cfg.identity
@@ -174,6 +188,8 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.c_attn(x).split(C, dim=2)
         q, k, v = [t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
                    for t in (q, k, v)]                                            # (B, nh, T, hs)
+        if self.rotary:
+            q, k = rotary(q), rotary(k)
         if not self.identity and not (q.dtype == torch.bfloat16 and q.device.type == 'cpu'):
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # the fused kernel (slow in CPU bf16)
         else:
@@ -248,7 +264,7 @@ class GPT(nn.Module):
         self.cfg = cfg
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(vocab_size, cfg.n_embd),
-            wpe=nn.Embedding(cfg.block_size(), cfg.n_embd),
+            wpe=nn.Embedding(cfg.block_size(), cfg.n_embd) if cfg.positions == 'learned' else None,
             h=nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)]),
             ln_f=nn.LayerNorm(cfg.n_embd),
         ))
@@ -277,7 +293,9 @@ class GPT(nn.Module):
         with torch.autocast(idx.device.type, dtype=torch.bfloat16, enabled=self.cfg.precision == 'bf16'):
             B, T = idx.size()
             tok_emb = self.transformer.wte(idx)                                      # (B, T, C)
-            x = tok_emb + self.transformer.wpe(torch.arange(T, device=idx.device))   # (B, T, C)
+            x = tok_emb                                                              # (B, T, C)
+            if self.transformer.wpe is not None:                                     # learned positions
+                x = x + self.transformer.wpe(torch.arange(T, device=idx.device))
             for block in self.transformer.h:
                 x = block(x)
             pointer = self.copy_attn is not None and self.copy_attn.form == 'pointer'
@@ -876,6 +894,8 @@ def parse_args(argv=None):
       help="Boix-Adsera et al.'s identity terms (a_h I, b_h I) in every attention head")
     a('--identity-a', type=float, default=d.identity_a, help="a_h at the start (match equal tokens)")
     a('--identity-b', type=float, default=d.identity_b, help='b_h at the start (copy the matched tokens)')
+    a('--positions', choices=('learned', 'rotary'), default=d.positions, help='learned: a table of '
+      'position rows added to the input; rotary: queries and keys rotated by position (relative offsets)')
     a('--emb-norm', type=float, default=d.emb_norm, help='mean row norm of the orthogonal (un)embeddings')
     a('--freeze-emb', action='store_true', help='orthogonal (un)embeddings, never updated')
     a('--untie-emb', action='store_true',
