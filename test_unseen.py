@@ -510,6 +510,8 @@ def test_command_line_defaults_are_configs_defaults_and_switches_set_one_thing()
     assert cfg('--untie-emb') == replace(U.Config(), tie_emb=False)
     assert cfg('--no-identity') == replace(U.Config(), identity=False)
     assert cfg('--schedule', 'cosine') == replace(U.Config(), schedule='cosine')
+    assert U.Config().positions == 'learned'
+    assert cfg('--positions', 'rotary') == replace(U.Config(), positions='rotary')
     assert cfg('--copy-attn', '--copy-form', 'pointer') == replace(U.Config(), copy_attn=True,
                                                                    copy_form='pointer')
     assert U.Config().device in ('cpu', 'cuda', 'mps') and U.Config().precision in ('fp32', 'bf16')
