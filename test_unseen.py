@@ -418,6 +418,7 @@ def test_rotary_positions_see_offsets_only(tmp_path):
     """With rotary positions a query-key score depends on how far apart the two tokens stand, not on where:
     the same query and key vectors give scores constant along each diagonal. The model has no position
     table, and a checkpoint keeps the choice."""
+    torch.manual_seed(0)
     q, k = torch.randn(1, 1, 1, 16).expand(1, 1, 12, 16), torch.randn(1, 1, 1, 16).expand(1, 1, 12, 16)
     s = U.rotary(q) @ U.rotary(k).transpose(-2, -1)
     for d in range(-3, 4):
@@ -942,6 +943,7 @@ def test_checkpoint_round_trip_and_ask(trained, capsys):
         "(--n-embd 32 must be divisible by --n-head 5)"]
     # a stored config passes the command line's checks; the weights must be finite
     for key, value, complaint in (('eval_n', 0, '--eval-n must be >= 1'),
+                                  ('positions', 'bogus', '--positions bogus: choose from learned, rotary'),
                                   ('eval_n', 10 ** 9, '--eval-n 1000000000: at most 20000'),
                                   ('seed', 2 ** 70, f'--seed {2 ** 70}: must be in [0, 2^63)'),
                                   ('model', 'nan', 'its weights transformer.wte.weight hold nan or inf')):

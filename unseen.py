@@ -114,9 +114,10 @@ class Config:
         return logic_data.GenConfig(max_depth=deepest, max_premises=self.max_premises, layout=self.layout)
 
     def block_size(self):
-        """Longest sequence the model reads (the position table's size)."""
+        """Longest sequence the model reads (the learned position table's size)."""
         return self.longest().max_tokens()
 
+POSITIONS = ('learned', 'rotary')
 # what each layout needs: problems of every shape take a fourth layer and far more training than one layout
 LAYOUT_DEFAULTS = {'shapes': dict(steps=10000, batch_size=128, n_layer=4),
                    'template': dict(steps=4000, batch_size=64, n_layer=3)}
@@ -894,7 +895,7 @@ def parse_args(argv=None):
       help="Boix-Adsera et al.'s identity terms (a_h I, b_h I) in every attention head")
     a('--identity-a', type=float, default=d.identity_a, help="a_h at the start (match equal tokens)")
     a('--identity-b', type=float, default=d.identity_b, help='b_h at the start (copy the matched tokens)')
-    a('--positions', choices=('learned', 'rotary'), default=d.positions, help='learned: a table of '
+    a('--positions', choices=POSITIONS, default=d.positions, help='learned: a table of '
       'position rows added to the input; rotary: queries and keys rotated by position (relative offsets)')
     a('--emb-norm', type=float, default=d.emb_norm, help='mean row norm of the orthogonal (un)embeddings')
     a('--freeze-emb', action='store_true', help='orthogonal (un)embeddings, never updated')
@@ -1420,6 +1421,8 @@ def config_error(c):
              ('eval_n', 20_000), ('steps', 10_000_000))
     if c.layout not in logic_data.LAYOUTS:
         return f"--layout {c.layout}: choose from {', '.join(logic_data.LAYOUTS)}"
+    if c.positions not in POSITIONS:   # (a stored config: else a model with no positions at all)
+        return f"--positions {c.positions}: choose from {', '.join(POSITIONS)}"
     problems = [
         *[(number(k) < 1, f'{flag(k)} must be >= 1')
           for k in ('steps', 'batch_size', 'eval_every', 'eval_n', 'n_layer', 'n_head', 'n_embd')],
