@@ -517,7 +517,7 @@ def test_command_line_defaults_are_configs_defaults_and_switches_set_one_thing()
                                                                    copy_form='pointer')
     assert U.Config().device in ('cpu', 'cuda', 'mps') and U.Config().precision in ('fp32', 'bf16')
     # each layout has its own budget unless given: the template keeps the defaults it was measured with
-    assert (U.Config().steps, U.Config().batch_size, U.Config().n_layer) == (10000, 128, 4)
+    assert (U.Config().steps, U.Config().batch_size, U.Config().n_layer) == (15000, 128, 4)
     t = cfg('--layout', 'template')
     assert t == U.Config(layout='template') and (t.steps, t.batch_size, t.n_layer) == (4000, 64, 3)
     assert cfg('--n-layer', '2').n_layer == 2 and cfg('--layout', 'template', '--n-layer', '5').n_layer == 5

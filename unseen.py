@@ -4,7 +4,7 @@ unseen: why transformers fail to reason with symbols they never saw in training,
 A small reproduction of "To See the Unseen" (Lazic, Fowl, Gyorgy, Szepesvari, arXiv 2604.21632).
 A decoder-only transformer learns to solve Horn-clause problems (logic_data.py) step by step. It is
 trained on variable names x0..x{n-1} and tested on problems written in names u0..u99 that never occurred
-in training, and on problem shapes it never trained on. The demo (about an hour on 2 CPU cores):
+in training, and on problem shapes it never trained on. The demo (over an hour on 2 CPU cores):
 
     python unseen.py --unseen all --freeze-emb
 
@@ -119,7 +119,7 @@ class Config:
 
 POSITIONS = ('learned', 'rotary')
 # what each layout needs: problems of every shape take a fourth layer and far more training than one layout
-LAYOUT_DEFAULTS = {'shapes': dict(steps=10000, batch_size=128, n_layer=4),
+LAYOUT_DEFAULTS = {'shapes': dict(steps=15000, batch_size=128, n_layer=4),
                    'template': dict(steps=4000, batch_size=64, n_layer=3)}
 
 
@@ -916,7 +916,7 @@ def parse_args(argv=None):
     a('--n-layer', type=int, default=None, help='%(default)s: by --layout, shapes 4, template 3')
     a('--n-head', type=int, default=d.n_head)
     a('--n-embd', type=int, default=d.n_embd, help='model width')
-    a('--steps', type=int, default=None, help='%(default)s: by --layout, shapes 10000, template 4000')
+    a('--steps', type=int, default=None, help='%(default)s: by --layout, shapes 15000, template 4000')
     a('--batch-size', type=int, default=None, help='%(default)s: by --layout, shapes 128, template 64')
     a('--lr', type=float, default=d.lr)
     a('--schedule', choices=('wsd', 'cosine'), default=d.schedule, help='after the warmup, wsd: the full lr, '
