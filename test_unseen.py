@@ -520,6 +520,9 @@ def test_command_line_defaults_are_configs_defaults_and_switches_set_one_thing()
     assert (U.Config().steps, U.Config().batch_size, U.Config().n_layer) == (15000, 128, 4)
     t = cfg('--layout', 'template')
     assert t == U.Config(layout='template') and (t.steps, t.batch_size, t.n_layer) == (4000, 64, 3)
+    help_text = ' '.join(run('unseen.py', '--help').stdout.split())     # and --help says so, as they are
+    for flag, (s, t) in {'--steps': (15000, 4000), '--batch-size': (128, 64), '--n-layer': (4, 3)}.items():
+        assert re.search(rf"{flag} \S+ None: by --layout, shapes {s}, template {t}\b", help_text), flag
     assert cfg('--n-layer', '2').n_layer == 2 and cfg('--layout', 'template', '--n-layer', '5').n_layer == 5
     assert cfg('--layout', 'template', '--steps', '100').steps == 100
     assert cfg('--batch-size', '8').batch_size == 8

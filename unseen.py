@@ -913,11 +913,13 @@ def parse_args(argv=None):
     a('--shape-curriculum', action=argparse.BooleanOptionalAction, default=d.shape_curriculum,
       help='with --curriculum: small shapes first (at most 2 facts, no side and 1 dead rule), every shape '
       'from the last stage')
-    a('--n-layer', type=int, default=None, help='%(default)s: by --layout, shapes 4, template 3')
+    by_layout = lambda key: '%(default)s: by --layout, ' + ', '.join(f'{layout} {v[key]}'
+                                                                     for layout, v in LAYOUT_DEFAULTS.items())
+    a('--n-layer', type=int, default=None, help=by_layout('n_layer'))
     a('--n-head', type=int, default=d.n_head)
     a('--n-embd', type=int, default=d.n_embd, help='model width')
-    a('--steps', type=int, default=None, help='%(default)s: by --layout, shapes 15000, template 4000')
-    a('--batch-size', type=int, default=None, help='%(default)s: by --layout, shapes 128, template 64')
+    a('--steps', type=int, default=None, help=by_layout('steps'))
+    a('--batch-size', type=int, default=None, help=by_layout('batch_size'))
     a('--lr', type=float, default=d.lr)
     a('--schedule', choices=('wsd', 'cosine'), default=d.schedule, help='after the warmup, wsd: the full lr, '
       'then a linear decay to a tenth over the last quarter of the steps; cosine: a cosine decay to a tenth')
