@@ -434,6 +434,35 @@ def test_rotary_positions_see_offsets_only(tmp_path):
     assert lcfg.positions == 'rotary' and torch.equal(loaded(idx)[0], model.eval()(idx)[0])
 
 
+def test_shift_trains_each_problem_at_row_0_or_shift_and_tests_at_shift(tmp_path):
+    """--shift N: a training step reads each problem from row 0 or row N of the position table at random;
+    evaluation and decoding read from row N. So an answer N rows earlier than any training problem's (a
+    prompt N tokens shorter) still stands at rows where training put answers."""
+    cfg = replace(TINY, shift=2, steps=3)
+    vocab, model = L.Vocab(cfg.n_symbols), U.make_model(cfg)
+    assert model.transformer.wpe.num_embeddings == cfg.block_size() + 2
+    rows = []
+    model.transformer.wpe.register_forward_hook(lambda m, inp, out: rows.append(inp[0]))
+    x, y = next(U.batches(random.Random(0), cfg, vocab))
+    U.train_step(model, U.make_optimizer(model, cfg), x, y)
+    T = x.size(1)
+    starts = rows[-1][:, 0]
+    assert set(starts.tolist()) == {0, 2}                                   # both starts, per problem
+    assert torch.equal(rows[-1], starts.view(-1, 1) + torch.arange(T))
+    model.eval()
+    U.exact_match(model, x, y)
+    assert torch.equal(rows[-1], torch.arange(T) + 2)                       # the tests: all at row 2
+    ids, n = vocab.encode(L.generate(random.Random(1), cfg.gen_config(), vocab.train_names))
+    U.generate(model, vocab, ids[:n])
+    assert rows[-1].tolist() == list(range(2, 2 + rows[-1].numel()))       # decoding too
+    hist = [dict(step=0)]
+    U.save_checkpoint(tmp_path / 's.pt', model, cfg, hist)
+    loaded, _, lcfg = U.load_checkpoint(tmp_path / 's.pt')
+    assert lcfg.shift == 2 and torch.equal(loaded(x)[0], model(x)[0])
+    assert U.config_error(replace(cfg, positions='rotary')) == \
+        '--shift moves rows of the learned position table: it needs --positions learned'
+
+
 def test_evaluation_splits_each_scenario_into_provable_and_unprovable(trained):
     model, vocab, cfg, _ = trained
     sets = U.eval_sets(replace(cfg, eval_n=80), vocab)

@@ -63,6 +63,8 @@ class Config:
     tie_emb: bool = True       # unembedding = input embedding (GPT-2 style)
     positions: str = 'learned'  # 'learned': a table of rows added to the input (GPT-2); 'rotary': queries and
                                # keys rotated by position (RoPE), so attention sees only relative offsets
+    shift: int = 0             # learned positions: training puts each problem at row 0 or row `shift` of the
+                               # table at random, the tests at row `shift` (GPT.forward)
     emb_norm: float = 1.0      # mean row norm of the orthogonal (un)embeddings
     # the paper's switches on the (un)embeddings
     freeze_emb: bool = False   # orthogonal init, never updated
@@ -265,7 +267,7 @@ class GPT(nn.Module):
         self.cfg = cfg
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(vocab_size, cfg.n_embd),
-            wpe=nn.Embedding(cfg.block_size(), cfg.n_embd) if cfg.positions == 'learned' else None,
+            wpe=nn.Embedding(cfg.block_size() + cfg.shift, cfg.n_embd) if cfg.positions == 'learned' else None,
             h=nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)]),
             ln_f=nn.LayerNorm(cfg.n_embd),
         ))
@@ -296,7 +298,11 @@ class GPT(nn.Module):
             tok_emb = self.transformer.wte(idx)                                      # (B, T, C)
             x = tok_emb                                                              # (B, T, C)
             if self.transformer.wpe is not None:                                     # learned positions
-                x = x + self.transformer.wpe(torch.arange(T, device=idx.device))
+                pos = torch.arange(T, device=idx.device) + self.cfg.shift            # (T,): the tests' rows
+                if self.training and targets is not None and self.cfg.shift:         # a training step:
+                    back = torch.randint(0, 2, (B, 1), device=idx.device)            # half the problems
+                    pos = pos - self.cfg.shift * back                                # from row 0 (B, T)
+                x = x + self.transformer.wpe(pos)
             for block in self.transformer.h:
                 x = block(x)
             pointer = self.copy_attn is not None and self.copy_attn.form == 'pointer'
@@ -834,6 +840,9 @@ def plan(cfg, out):
     if cfg.steps <= cfg.warmup:
         decay = f"which this {cfg.steps}-step run ends inside"
     lines.append(f"lr {cfg.lr:g}: a {cfg.warmup}-step warmup, {decay} (--schedule {cfg.schedule})")
+    if cfg.shift:
+        lines.append(f"each training problem starts at row 0 or row {cfg.shift} of the position table at random, "
+                     f"the tests at row {cfg.shift} (--shift)")
     lines.append(f"{attention_summary(cfg)} (a = {cfg.identity_a:g}, b = {cfg.identity_b:g} at the start; "
                  "--no-identity: the textbook attention)" if cfg.identity else attention_summary(cfg))
     return '\n       '.join(lines)
@@ -897,6 +906,9 @@ def parse_args(argv=None):
     a('--identity-b', type=float, default=d.identity_b, help='b_h at the start (copy the matched tokens)')
     a('--positions', choices=POSITIONS, default=d.positions, help='learned: a table of '
       'position rows added to the input; rotary: queries and keys rotated by position (relative offsets)')
+    a('--shift', type=int, default=d.shift, metavar='N', help='learned positions: training puts each problem '
+      'at row 0 or row N of the position table at random, the tests at row N (keep N even: every prompt has '
+      'an odd length, and the models read parity)')
     a('--emb-norm', type=float, default=d.emb_norm, help='mean row norm of the orthogonal (un)embeddings')
     a('--freeze-emb', action='store_true', help='orthogonal (un)embeddings, never updated')
     a('--untie-emb', action='store_true',
@@ -1420,7 +1432,7 @@ def config_error(c):
     ranges = (('lr', 0, 1), ('weight_decay', 0, 10), ('grad_clip', 0, 1000), ('identity_a', -100, 100),
               ('identity_b', -100, 100), ('emb_norm', 0, 100))
     highs = (('n_symbols', 100_000), ('n_embd', 2048), ('n_layer', 48), ('batch_size', 4096),
-             ('eval_n', 20_000), ('steps', 10_000_000))
+             ('eval_n', 20_000), ('steps', 10_000_000), ('shift', 1000))
     if c.layout not in logic_data.LAYOUTS:
         return f"--layout {c.layout}: choose from {', '.join(logic_data.LAYOUTS)}"
     if c.positions not in POSITIONS:   # (a stored config: else a model with no positions at all)
@@ -1429,7 +1441,9 @@ def config_error(c):
         *[(number(k) < 1, f'{flag(k)} must be >= 1')
           for k in ('steps', 'batch_size', 'eval_every', 'eval_n', 'n_layer', 'n_head', 'n_embd')],
         *[(getattr(c, k) < 0, f'{flag(k)} must be >= 0')
-          for k in ('forget_every', 'forget_until', 'curriculum')],
+          for k in ('forget_every', 'forget_until', 'curriculum', 'shift')],
+        (c.shift > 0 and c.positions != 'learned', '--shift moves rows of the learned position table: '
+         'it needs --positions learned'),
         (not 0 <= c.seed < 2 ** 63, f'--seed {c.seed}: must be in [0, 2^63)'),
         (c.n_head >= 1 and c.n_embd % c.n_head,
          f'--n-embd {c.n_embd} must be divisible by --n-head {c.n_head}'),
