@@ -292,7 +292,9 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets=None):
         """Logits (B, T, V); with targets (-1 on the prompt), the logits (N, V) at the N target positions only
-        (the prompt carries no loss, so training needs no more) and the loss."""
+        (the prompt carries no loss, so training needs no more) and the loss. With --shift N the learned
+        positions are rows N, N + 1, ...; in a training step (train mode, with targets) each sequence's rows
+        start at 0 or N at random, as dropout acts only while training."""
         with torch.autocast(idx.device.type, dtype=torch.bfloat16, enabled=self.cfg.precision == 'bf16'):
             B, T = idx.size()
             tok_emb = self.transformer.wte(idx)                                      # (B, T, C)
