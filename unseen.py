@@ -63,8 +63,8 @@ class Config:
     tie_emb: bool = True       # unembedding = input embedding (GPT-2 style)
     positions: str = 'learned'  # 'learned': a table of rows added to the input (GPT-2); 'rotary': queries and
                                # keys rotated by position (RoPE), so attention sees only relative offsets
-    shift: int = 0             # learned positions: training puts each problem at row 0 or row `shift` of the
-                               # table at random, the tests at row `shift` (GPT.forward)
+    shift: int = None          # learned positions: training puts each problem at row 0 or row `shift` of the
+                               # table at random, the tests at row `shift` (GPT.forward); None: by layout
     emb_norm: float = 1.0      # mean row norm of the orthogonal (un)embeddings
     # the paper's switches on the (un)embeddings
     freeze_emb: bool = False   # orthogonal init, never updated
@@ -89,6 +89,8 @@ class Config:
         for k, v in LAYOUT_DEFAULTS[self.layout].items():
             if getattr(self, k) is None:
                 setattr(self, k, v)
+        if self.positions != 'learned':   # no table to shift (the command line refuses --shift with them)
+            self.shift = 0
         self.device = pick_device(self.device)
         self.precision = pick_precision(self.precision, self.device)
 
@@ -120,9 +122,11 @@ class Config:
         return self.longest().max_tokens()
 
 POSITIONS = ('learned', 'rotary')
-# what each layout needs: problems of every shape take a fourth layer and far more training than one layout
-LAYOUT_DEFAULTS = {'shapes': dict(steps=15000, batch_size=128, n_layer=4),
-                   'template': dict(steps=4000, batch_size=64, n_layer=3)}
+# what each layout needs: problems of every shape take a fourth layer, far more training than one layout, and
+# problems moved two rows along the position table (--shift: else the shortest problem, shorter than any in
+# training, answers where no training problem did, and fails)
+LAYOUT_DEFAULTS = {'shapes': dict(steps=15000, batch_size=128, n_layer=4, shift=2),
+                   'template': dict(steps=4000, batch_size=64, n_layer=3, shift=0)}
 
 
 def pick_device(name):
@@ -290,21 +294,17 @@ class GPT(nn.Module):
         """The (un)embedding matrices the paper's switches act on: one if tied, two if not."""
         return list({id(p): p for p in (self.transformer.wte.weight, self.lm_head.weight)}.values())
 
-    def forward(self, idx, targets=None):
+    def forward(self, idx, targets=None, start=None):
         """Logits (B, T, V); with targets (-1 on the prompt), the logits (N, V) at the N target positions only
-        (the prompt carries no loss, so training needs no more) and the loss. With --shift N the learned
-        positions are rows N, N + 1, ...; in a training step (train mode, with targets) each sequence's rows
-        start at 0 or N at random, as dropout acts only while training."""
+        (the prompt carries no loss, so training needs no more) and the loss. Learned positions are the rows
+        start, start + 1, ... of the table: start (B, 1) per sequence (train_step's), or --shift's N."""
         with torch.autocast(idx.device.type, dtype=torch.bfloat16, enabled=self.cfg.precision == 'bf16'):
             B, T = idx.size()
             tok_emb = self.transformer.wte(idx)                                      # (B, T, C)
             x = tok_emb                                                              # (B, T, C)
             if self.transformer.wpe is not None:                                     # learned positions
-                pos = torch.arange(T, device=idx.device) + self.cfg.shift            # (T,): the tests' rows
-                if self.training and targets is not None and self.cfg.shift:         # a training step:
-                    back = torch.randint(0, 2, (B, 1), device=idx.device)            # half the problems
-                    pos = pos - self.cfg.shift * back                                # from row 0 (B, T)
-                x = x + self.transformer.wpe(pos)
+                first = self.cfg.shift if start is None else start                   # the tests: row N
+                x = x + self.transformer.wpe(first + torch.arange(T, device=idx.device))   # (T,) or (B, T)
             for block in self.transformer.h:
                 x = block(x)
             pointer = self.copy_attn is not None and self.copy_attn.form == 'pointer'
@@ -590,8 +590,13 @@ def shapes_str(acc):
 
 
 def train_step(model, optimizer, x, y):
-    """One AdamW step on one batch (--grad-clip: on the clipped gradient); returns the loss."""
-    _, loss = model(x, y)
+    """One AdamW step on one batch (--grad-clip: on the clipped gradient); returns the loss. With --shift N,
+    each problem is read from row 0 or row N of the position table, at random (the tests: row N)."""
+    start = None
+    if model.cfg.shift:
+        back = torch.randint(0, 2, (x.size(0), 1), device=x.device)    # these problems step back to row 0
+        start = model.cfg.shift * (1 - back)                            # (B, 1)
+    _, loss = model(x, y, start)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if model.cfg.grad_clip:
@@ -898,6 +903,8 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description='Train a transformer on Horn-clause logic and test it on unseen '
                                 'symbols.', formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     a = p.add_argument
+    by_layout = lambda key: '%(default)s: by --layout, ' + ', '.join(f'{layout} {v[key]}'
+                                                                     for layout, v in LAYOUT_DEFAULTS.items())
     a('--unseen', choices=logic_data.SCENARIOS, default='all', help='test scenario the verdict reports')
     a('--copy-attn', action='store_true', help='add copy attention (it copies raw input tokens)')
     a('--copy-form', choices=('residual', 'pointer'), default=d.copy_form, help='residual: add the attended '
@@ -908,9 +915,9 @@ def parse_args(argv=None):
     a('--identity-b', type=float, default=d.identity_b, help='b_h at the start (copy the matched tokens)')
     a('--positions', choices=POSITIONS, default=d.positions, help='learned: a table of '
       'position rows added to the input; rotary: queries and keys rotated by position (relative offsets)')
-    a('--shift', type=int, default=d.shift, metavar='N', help='learned positions: training puts each problem '
-      'at row 0 or row N of the position table at random, the tests at row N (keep N even: every prompt has '
-      'an odd length, and the models read parity)')
+    a('--shift', type=int, default=None, metavar='N', help=by_layout('shift') + ' (learned positions): '
+      'training puts each problem at row 0 or row N of the position table at random, the tests at row N '
+      '(keep N even: every prompt has an odd length, and the models read parity)')
     a('--emb-norm', type=float, default=d.emb_norm, help='mean row norm of the orthogonal (un)embeddings')
     a('--freeze-emb', action='store_true', help='orthogonal (un)embeddings, never updated')
     a('--untie-emb', action='store_true',
@@ -927,8 +934,6 @@ def parse_args(argv=None):
     a('--shape-curriculum', action=argparse.BooleanOptionalAction, default=d.shape_curriculum,
       help='with --curriculum: small shapes first (at most 2 facts, no side and 1 dead rule), every shape '
       'from the last stage')
-    by_layout = lambda key: '%(default)s: by --layout, ' + ', '.join(f'{layout} {v[key]}'
-                                                                     for layout, v in LAYOUT_DEFAULTS.items())
     a('--n-layer', type=int, default=None, help=by_layout('n_layer'))
     a('--n-head', type=int, default=d.n_head)
     a('--n-embd', type=int, default=d.n_embd, help='model width')
@@ -1043,7 +1048,8 @@ def load_checkpoint(path, device='cpu'):
     try:
         ck = torch.load(path, map_location=device)
         # a checkpoint from before problems of every shape was trained on the one layout
-        cfg = Config(**{'layout': 'template', 'shape_curriculum': False, **ck['config'], 'device': device})
+        cfg = Config(**{'layout': 'template', 'shape_curriculum': False, 'shift': 0, **ck['config'],
+                        'device': device})   # (the defaults of checkpoints from before those switches)
         error = config_error(cfg)
         if error is None:
             # (a checkpoint from before the copy layer's rename: copy.gain is now copy_attn.beta)
@@ -1443,8 +1449,9 @@ def config_error(c):
         *[(number(k) < 1, f'{flag(k)} must be >= 1')
           for k in ('steps', 'batch_size', 'eval_every', 'eval_n', 'n_layer', 'n_head', 'n_embd')],
         *[(getattr(c, k) < 0, f'{flag(k)} must be >= 0')
-          for k in ('forget_every', 'forget_until', 'curriculum', 'shift')],
-        (c.shift > 0 and c.positions != 'learned', '--shift moves rows of the learned position table: '
+          for k in ('forget_every', 'forget_until', 'curriculum')],
+        (number('shift') < 0, '--shift must be >= 0'),
+        (c.shift is not None and c.shift > 0 and c.positions != 'learned', '--shift moves rows of the learned position table: '
          'it needs --positions learned'),
         (not 0 <= c.seed < 2 ** 63, f'--seed {c.seed}: must be in [0, 2^63)'),
         (c.n_head >= 1 and c.n_embd % c.n_head,
