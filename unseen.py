@@ -64,7 +64,7 @@ class Config:
     positions: str = 'learned'  # 'learned': a table of rows added to the input (GPT-2); 'rotary': queries and
                                # keys rotated by position (RoPE), so attention sees only relative offsets
     shift: int = None          # learned positions: training puts each problem at row 0 or row `shift` of the
-                               # table at random, the tests at row `shift` (GPT.forward); None: by layout
+                               # table at random, the tests at row `shift` (train_step); None: by layout
     emb_norm: float = 1.0      # mean row norm of the orthogonal (un)embeddings
     # the paper's switches on the (un)embeddings
     freeze_emb: bool = False   # orthogonal init, never updated
@@ -271,7 +271,8 @@ class GPT(nn.Module):
         self.cfg = cfg
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(vocab_size, cfg.n_embd),
-            wpe=nn.Embedding(cfg.block_size() + cfg.shift, cfg.n_embd) if cfg.positions == 'learned' else None,
+            wpe=nn.Embedding(cfg.block_size() + cfg.shift, cfg.n_embd)         # --shift N: N rows more
+            if cfg.positions == 'learned' else None,
             h=nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)]),
             ln_f=nn.LayerNorm(cfg.n_embd),
         ))
@@ -848,8 +849,8 @@ def plan(cfg, out):
         decay = f"which this {cfg.steps}-step run ends inside"
     lines.append(f"lr {cfg.lr:g}: a {cfg.warmup}-step warmup, {decay} (--schedule {cfg.schedule})")
     if cfg.shift:
-        lines.append(f"each training problem starts at row 0 or row {cfg.shift} of the position table at random, "
-                     f"the tests at row {cfg.shift} (--shift)")
+        lines.append(f"each training problem starts at row 0 or row {cfg.shift} of the position table at "
+                     f"random, the tests at row {cfg.shift} (--shift)")
     lines.append(f"{attention_summary(cfg)} (a = {cfg.identity_a:g}, b = {cfg.identity_b:g} at the start; "
                  "--no-identity: the textbook attention)" if cfg.identity else attention_summary(cfg))
     return '\n       '.join(lines)
@@ -1451,8 +1452,8 @@ def config_error(c):
         *[(getattr(c, k) < 0, f'{flag(k)} must be >= 0')
           for k in ('forget_every', 'forget_until', 'curriculum')],
         (number('shift') < 0, '--shift must be >= 0'),
-        (c.shift is not None and c.shift > 0 and c.positions != 'learned', '--shift moves rows of the learned position table: '
-         'it needs --positions learned'),
+        (c.shift is not None and c.shift > 0 and c.positions != 'learned',
+         '--shift moves rows of the learned position table: it needs --positions learned'),
         (not 0 <= c.seed < 2 ** 63, f'--seed {c.seed}: must be in [0, 2^63)'),
         (c.n_head >= 1 and c.n_embd % c.n_head,
          f'--n-embd {c.n_embd} must be divisible by --n-head {c.n_head}'),
