@@ -460,6 +460,12 @@ def test_shift_trains_each_problem_at_row_0_or_shift_and_tests_at_shift(tmp_path
     U.save_checkpoint(tmp_path / 's.pt', model, cfg, hist)
     loaded, _, lcfg = U.load_checkpoint(tmp_path / 's.pt')
     assert lcfg.shift == 2 and torch.equal(loaded(x)[0], model(x)[0])
+    stored = torch.load(tmp_path / 's.pt', weights_only=False)   # a checkpoint from before --shift: row 0
+    model0 = U.make_model(replace(cfg, shift=0))
+    torch.save({**stored, 'config': {k: v for k, v in stored['config'].items() if k != 'shift'},
+                'model': model0.state_dict()}, tmp_path / 'old.pt')
+    loaded, _, lcfg = U.load_checkpoint(tmp_path / 'old.pt')
+    assert lcfg.shift == 0 and torch.equal(loaded(x)[0], model0(x)[0])
     assert replace(cfg, positions='rotary').shift == 0 and U.Config().shift == 2   # the default: by layout
     assert U.Config(layout='template').shift == 0
     r = run('unseen.py', '--positions', 'rotary', '--shift', '2')          # asked for, it is refused
@@ -554,7 +560,8 @@ def test_command_line_defaults_are_configs_defaults_and_switches_set_one_thing()
     t = cfg('--layout', 'template')
     assert t == U.Config(layout='template') and (t.steps, t.batch_size, t.n_layer) == (4000, 64, 3)
     help_text = ' '.join(run('unseen.py', '--help').stdout.split())     # and --help says so, as they are
-    for flag, (s, t) in {'--steps': (15000, 4000), '--batch-size': (128, 64), '--n-layer': (4, 3)}.items():
+    for flag, (s, t) in {'--steps': (15000, 4000), '--batch-size': (128, 64), '--n-layer': (4, 3),
+                         '--shift': (2, 0)}.items():
         assert re.search(rf"{flag} \S+ None: by --layout, shapes {s}, template {t}\b", help_text), flag
     assert cfg('--n-layer', '2').n_layer == 2 and cfg('--layout', 'template', '--n-layer', '5').n_layer == 5
     assert cfg('--layout', 'template', '--steps', '100').steps == 100
