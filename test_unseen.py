@@ -1242,8 +1242,11 @@ def test_grid_has_every_row_the_paper_table_needs():
                 'copy-attn + freeze-emb', f'forget-every {K}', f'forget-every {K} + until {N}',
                 f'copy-pointer + forget-every {K} + until {N}', 'untied']:
         assert row in rows
-    # each label says what its configuration is; every row trains with the demo's schedule
-    assert all(r.schedule == U.Config().schedule for r in rows.values())
+    # each label says what its configuration is; every row trains with the demo's schedule, model and
+    # problems of every shape (not the one layout)
+    demo = U.Config()
+    same = lambda c: (c.schedule, c.layout, c.n_layer, c.shift)
+    assert all(same(r) == same(demo) for r in rows.values())
     assert not rows['no-identity'].identity and rows['standard'].identity
     assert rows['copy-pointer'].copy_attn and rows['copy-pointer'].copy_form == 'pointer'
     assert rows[f'forget-every {K} + until {N}'].forget_until == N and not rows['untied'].tie_emb
@@ -1314,6 +1317,9 @@ def test_grid_writes_table_figure_and_fine_tuning_contrast_and_resumes(tmp_path,
     for r in data['results']:
         assert all(0 <= r[k] <= 1 for k in U.accuracy_keys())
         assert r['norm_unseen'] > 0 and r['norm_train'] > 0                # how long the rows are, too
+        assert 0 <= r['held_none'] <= 1 and 0 <= r['held_all'] <= 1         # and the held-out shapes
+    held = lambda k: 100 * sum(r[k] for r in data['results'] if r['row'] == 'standard') / 2
+    assert f"| {held('held_none'):.1f} / {held('held_all'):.1f} |" in rows[1]
     mean = lambda k: sum(r[k] for r in data['results'] if r['row'] == 'standard') / 2
     assert f"| {mean('norm_unseen'):.2f} / {mean('norm_train'):.2f} |" in rows[1]
     assert all(f'| {start} |' in table for start in ('collapsed', 'fresh', 'copied'))

@@ -959,9 +959,9 @@ def parse_args(argv=None):
       'scenarios and the shapes it never trained on (mistakes shown for --unseen), or solve one problem '
       'with --ask, or a file with --problems')
     a('--grid', action='store_true', help="train every configuration of the paper's table (2 seeds each, on "
-      'the one layout) and run the fine-tuning contrast; writes grid.md, grid.json, grid.png, finetune.png '
-      '(~25 min on 2 CPU cores)')
-    a('--quick', action='store_true', help='with --grid: one seed, fewer steps (about 5 min)')
+      'problems of every shape) and run the fine-tuning contrast; writes grid.md, grid.json, grid.png, '
+      'finetune.png (~70 min on 2 CPU cores in bf16)')
+    a('--quick', action='store_true', help='with --grid: one seed, fewer steps (about 15 min)')
     a('--seeds', type=int, default=None, help='with --grid: seeds per row (default 2, 1 with --quick)')
     a('--resume', metavar='DIR', help='with --grid: finish an interrupted grid in DIR (same --quick and '
       '--seeds), training only the runs it does not have yet')
@@ -974,11 +974,11 @@ def parse_args(argv=None):
 # -----------------------------------------------------------------------------
 # the paper's table: every configuration the paper compares, as a list (run by --grid, appendix B)
 
-# one common setting for every row: the one-layout model (3 layers), symbol pool and schedule on shallower
-# problems of that layout (depth 1-2) and 4000 steps, so that 2 seeds of every row fit in about half an
-# hour on 2 CPU cores; --quick, for a class: one seed, 1200 steps
-GRID = dict(n_symbols=5000, max_depth=2, steps=4000, eval_every=1000, eval_n=500, layout='template')
-GRID_QUICK = dict(n_symbols=5000, max_depth=2, steps=1200, eval_every=600, eval_n=300, layout='template')
+# one common setting for every row: the demo's model (4 layers), problems of every shape, symbol pool and
+# schedule, on shallower derivations (depth 1-2) and 4000 steps, so that 2 seeds of every row fit in about
+# 70 minutes on 2 CPU cores in bf16; --quick, for a class: one seed, 1200 steps
+GRID = dict(n_symbols=5000, max_depth=2, steps=4000, eval_every=1000, eval_n=500)
+GRID_QUICK = dict(n_symbols=5000, max_depth=2, steps=1200, eval_every=600, eval_n=300)
 GRID_FORGET_EVERY = 100                          # forget-until stops resetting halfway through
 GRID_FEW_SYMBOLS = 1000                          # a smaller training pool, for freeze-emb: diversity
 GRID_FT, GRID_FT_QUICK = (1500, 50), (300, 50)   # fine-tuning: most steps, evaluate every
@@ -1143,14 +1143,15 @@ def grid_table(results, base):
     mean = lambda rs, key: 100 * avg(rs, key)
     tf = lambda rs, s: f"{mean(rs, s + '_T'):.0f} / {mean(rs, s + '_F'):.0f}"
     lines = [f"| configuration ({base.n_symbols} training symbols unless named) | none | query | "
-             "query T / F | all | all T / F | unseen-row cosine | row norm, unseen / training | wall (s) |",
-             '|---' * 9 + '|']
+             "query T / F | all | all T / F | held-out shapes, training / unseen names | unseen-row cosine | "
+             "row norm, unseen / training | wall (s) |", '|---' * 10 + '|']
     for label in dict.fromkeys(r['row'] for r in results):
         rs = [r for r in results if r['row'] == label]
         cells = [mean_range([r['none'] for r in rs], pct)]
         for s in ('query', 'all'):
             cells += [mean_range([r[s] for r in rs], pct), tf(rs, s)]
-        cells += [mean_range([r['cos_unseen'] for r in rs], cos_str),
+        cells += [f"{mean(rs, 'held_none'):.1f} / {mean(rs, 'held_all'):.1f}",
+                  mean_range([r['cos_unseen'] for r in rs], cos_str),
                   f"{avg(rs, 'norm_unseen'):.2f} / {avg(rs, 'norm_train'):.2f}",
                   mean_range([r['wall'] for r in rs], lambda v: f"{v:.0f}")]
         lines.append(f"| {label} | " + ' | '.join(cells) + ' |')
@@ -1191,8 +1192,10 @@ def grid_job(job):
     model, vocab, history = train(cfg, log=lambda *a: None)
     last = history[-1]
     keys = [*accuracy_keys(), 'cos_unseen', 'norm_unseen', 'norm_train']     # the last evaluation's
-    result = dict(row=label, seed=cfg.seed, **{k: last[k] for k in keys}, wall=time.time() - t,
-                  config=asdict(cfg))
+    shapes = evaluate_shapes(model, vocab, shape_sets(cfg, vocab), cfg.device)
+    held = shapes.get('held-out shapes, mean') or shapes[held_out_names(shapes)[0]]
+    result = dict(row=label, seed=cfg.seed, **{k: last[k] for k in keys}, held_none=held['none'],
+                  held_all=held['all'], wall=time.time() - t, config=asdict(cfg))
     return result, ({k: v.cpu() for k, v in model.state_dict().items()} if keep else None)
 
 
@@ -1292,8 +1295,9 @@ def main_grid(args, argv):
     rows = grid_rows(base)
     workers = (os.cpu_count() or 1) if device == 'cpu' else 1
     print(f"grid: {len(rows)} configurations x {len(seeds)} seed(s), {base.steps} steps each "
-          f"(--schedule {base.schedule}), problems of depth 1-{base.max_depth}, {base.n_symbols} training "
-          f"symbols unless named, {device} in {base.precision}, {workers} run(s) at a time; writing to {out}")
+          f"(--schedule {base.schedule}), problems of every shape of depth 1-{base.max_depth}, "
+          f"{base.n_symbols} training symbols unless named, {device} in {base.precision}, {workers} run(s) "
+          f"at a time; writing to {out}")
     results, table, (model, vocab, cfg) = run_grid(base, seeds, out, workers)
     print('\n' + table + '\n')
     ft_steps, ft_every = (GRID_FT_QUICK if args.quick else GRID_FT)
