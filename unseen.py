@@ -960,7 +960,7 @@ def parse_args(argv=None):
       'with --ask, or a file with --problems')
     a('--grid', action='store_true', help="train every configuration of the paper's table (2 seeds each, on "
       'problems of every shape) and run the fine-tuning contrast; writes grid.md, grid.json, grid.png, '
-      'finetune.png (~70 min on 2 CPU cores in bf16)')
+      'finetune.png (~70 min on 2 CPU cores in bf16; with --layout template, the one-layout model: ~25 min)')
     a('--quick', action='store_true', help='with --grid: one seed, fewer steps (about 15 min)')
     a('--seeds', type=int, default=None, help='with --grid: seeds per row (default 2, 1 with --quick)')
     a('--resume', metavar='DIR', help='with --grid: finish an interrupted grid in DIR (same --quick and '
@@ -1278,24 +1278,31 @@ def run_grid(base, seeds, out, workers, log=print):
     cfg = next(cfg for label, cfg, keep in jobs if keep)
     model = make_model(cfg, pretrained)
     grid_plot(results, os.path.join(out, 'grid.png'), f'{len(seeds)} seed(s) per row, {base.steps} steps, '
-              f'depth 1-{base.max_depth}, {base.n_symbols} training symbols unless named')
+              f'{grid_problems(base)}, {base.n_symbols} training symbols unless named')
     return results, grid_table(results, base), (model, logic_data.Vocab(cfg.n_symbols), cfg)
+
+
+def grid_problems(base):
+    kind = 'problems of every shape' if base.layout == 'shapes' else 'the one layout'
+    return f'{kind}, depth 1-{base.max_depth}'
 
 
 def main_grid(args, argv):
     t0 = time.time()
-    base = Config(**(GRID_QUICK if args.quick else GRID), device=args.device, precision=args.precision)
+    base = Config(**(GRID_QUICK if args.quick else GRID), layout=args.layout, device=args.device,
+                  precision=args.precision)
     device = base.device
     seeds = list(range(args.seeds or (1 if args.quick else 2)))
     out = args.resume or args.out or os.path.join('runs', time.strftime('%Y%m%d-%H%M%S_') +
-                                                  ('grid-quick' if args.quick else 'grid'))
+                                                  ('grid-quick' if args.quick else 'grid') +
+                                                  ('' if base.layout == 'shapes' else '-' + base.layout))
     os.makedirs(out, exist_ok=True)
     args.out = out                  # for main's one-line answer to Ctrl-C
     command = ' '.join(['python', 'unseen.py'] + (sys.argv[1:] if argv is None else argv))
     rows = grid_rows(base)
     workers = (os.cpu_count() or 1) if device == 'cpu' else 1
     print(f"grid: {len(rows)} configurations x {len(seeds)} seed(s), {base.steps} steps each "
-          f"(--schedule {base.schedule}), problems of every shape of depth 1-{base.max_depth}, "
+          f"(--schedule {base.schedule}), {grid_problems(base)}, "
           f"{base.n_symbols} training symbols unless named, {device} in {base.precision}, {workers} run(s) "
           f"at a time; writing to {out}")
     results, table, (model, vocab, cfg) = run_grid(base, seeds, out, workers)
@@ -1309,8 +1316,8 @@ def main_grid(args, argv):
                                                  os.path.join(out, 'finetune.png'))
     wall = time.time() - t0
     with open(os.path.join(out, 'grid.md'), 'w') as f:
-        f.write(f"`{command}`: {len(seeds)} seed(s) per row, mean (min-max); {base.steps} steps, depth 1-"
-                f"{base.max_depth}, {device} in {base.precision}; total wall {wall / 60:.1f} min\n\n"
+        f.write(f"`{command}`: {len(seeds)} seed(s) per row, mean (min-max); {base.steps} steps, "
+                f"{grid_problems(base)}, {device} in {base.precision}; total wall {wall / 60:.1f} min\n\n"
                 f"{table}\n\nFine-tuning contrast (standard, seed {seeds[0]}, "
                 f"evaluated every {ft_every} steps):"
                 f"\n\n{ft_table}\n")
@@ -1391,7 +1398,7 @@ def check_args(p, args):
     """Every way the switches can contradict each other or measure nothing, each a one-line argparse error."""
     d, flag = Config(), lambda k: '--' + k.replace('_', '-')
     given = lambda names: [flag(k) for k in names if getattr(args, k) != p.get_default(k)]
-    on_grid = given(k for k in vars(args) if k not in ('grid', 'quick', 'seeds', 'resume', 'device',
+    on_grid = given(k for k in vars(args) if k not in ('grid', 'quick', 'seeds', 'resume', 'layout', 'device',
                                                          'precision', 'out'))
     on_bench = given(('unseen', 'steps', 'curriculum', 'eval_every', 'eval_n', 'precision', 'out', 'ask',
                       'ckpt'))
@@ -1399,7 +1406,7 @@ def check_args(p, args):
     mps = getattr(torch.backends, 'mps', None) and torch.backends.mps.is_available()
     problems = [
         (args.grid and on_grid, f"--grid trains its own configurations; it cannot take {' '.join(on_grid)} "
-                                "(only --quick, --seeds, --resume, --device, --precision, --out)"),
+                                "(only --quick, --seeds, --resume, --layout, --device, --precision, --out)"),
         (args.bench and on_bench, '--bench times every precision for a fixed number of steps and writes '
                                   f"nothing; it cannot take {' '.join(on_bench)}"),
         ((args.quick or args.seeds is not None or args.resume) and not args.grid,
