@@ -960,8 +960,8 @@ def parse_args(argv=None):
       'with --ask, or a file with --problems')
     a('--grid', action='store_true', help="train every configuration of the paper's table (2 seeds each, on "
       'problems of every shape) and run the fine-tuning contrast; writes grid.md, grid.json, grid.png, '
-      'finetune.png (~70 min on 2 CPU cores in bf16; with --layout template, the one-layout model: ~25 min)')
-    a('--quick', action='store_true', help='with --grid: one seed, fewer steps (about 15 min)')
+      'finetune.png (~75 min on 2 CPU cores in bf16; with --layout template, the one-layout model: ~25 min)')
+    a('--quick', action='store_true', help='with --grid: one seed, fewer steps (about 11 min)')
     a('--seeds', type=int, default=None, help='with --grid: seeds per row (default 2, 1 with --quick)')
     a('--resume', metavar='DIR', help='with --grid: finish an interrupted grid in DIR (same --quick and '
       '--seeds), training only the runs it does not have yet')
@@ -976,7 +976,7 @@ def parse_args(argv=None):
 
 # one common setting for every row: the demo's model (4 layers), problems of every shape, symbol pool and
 # schedule, on shallower derivations (depth 1-2) and 4000 steps, so that 2 seeds of every row fit in about
-# 70 minutes on 2 CPU cores in bf16; --quick, for a class: one seed, 1200 steps
+# 75 minutes on 2 CPU cores in bf16; --quick, for a class: one seed, 1200 steps
 GRID = dict(n_symbols=5000, max_depth=2, steps=4000, eval_every=1000, eval_n=500)
 GRID_QUICK = dict(n_symbols=5000, max_depth=2, steps=1200, eval_every=600, eval_n=300)
 GRID_FORGET_EVERY = 100                          # forget-until stops resetting halfway through
