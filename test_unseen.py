@@ -1355,7 +1355,6 @@ def test_grid_writes_table_figure_and_fine_tuning_contrast_and_resumes(tmp_path,
     assert len((tmp_path / 'grid_runs.jsonl').read_text().splitlines()) == len(data['results'])
 
 
-
 def test_grid_on_the_one_layout_with_layout_template(tmp_path, monkeypatch):
     monkeypatch.setattr(U, 'GRID', dict(n_symbols=40, max_depth=2, steps=2, eval_every=2, eval_n=10,
                                         n_embd=32))
@@ -1367,6 +1366,7 @@ def test_grid_on_the_one_layout_with_layout_template(tmp_path, monkeypatch):
     assert all((r['config']['layout'], r['config']['n_layer'], r['config']['batch_size']) ==
                ('template', template['n_layer'], template['batch_size']) for r in data['results'])
     assert 'the one layout, depth 1-2' in (tmp_path / 'grid.md').read_text()
+
 
 def test_bench_times_every_lever_and_reports_it_against_the_first(monkeypatch):
     table = U.bench(replace(TINY, batch_size=8), steps=2, rounds=1, log=lambda s: None)   # really runs

@@ -1158,6 +1158,12 @@ def grid_table(results, base):
     return '\n'.join(lines)
 
 
+def grid_problems(base):
+    """What the grid trains on, in words: for its table, figure and first line."""
+    kind = 'problems of every shape' if base.layout == 'shapes' else 'the one layout'
+    return f'{kind}, depth 1-{base.max_depth}'
+
+
 def grid_plot(results, path, title):
     plt = pyplot()
     labels = list(dict.fromkeys(r['row'] for r in results))
@@ -1282,11 +1288,6 @@ def run_grid(base, seeds, out, workers, log=print):
     return results, grid_table(results, base), (model, logic_data.Vocab(cfg.n_symbols), cfg)
 
 
-def grid_problems(base):
-    kind = 'problems of every shape' if base.layout == 'shapes' else 'the one layout'
-    return f'{kind}, depth 1-{base.max_depth}'
-
-
 def main_grid(args, argv):
     t0 = time.time()
     base = Config(**(GRID_QUICK if args.quick else GRID), layout=args.layout, device=args.device,
@@ -1399,7 +1400,7 @@ def check_args(p, args):
     d, flag = Config(), lambda k: '--' + k.replace('_', '-')
     given = lambda names: [flag(k) for k in names if getattr(args, k) != p.get_default(k)]
     on_grid = given(k for k in vars(args) if k not in ('grid', 'quick', 'seeds', 'resume', 'layout', 'device',
-                                                         'precision', 'out'))
+                                                       'precision', 'out'))
     on_bench = given(('unseen', 'steps', 'curriculum', 'eval_every', 'eval_n', 'precision', 'out', 'ask',
                       'ckpt'))
     on_ckpt = given(k for k in vars(args) if k not in ('ckpt', 'ask', 'problems', 'unseen', 'device', 'out'))
