@@ -786,6 +786,17 @@ def test_a_checkpoint_is_evaluated_on_its_own_test_problems(trained):
     assert r.returncode == 2 and 'cannot take --steps' in r.stderr
 
 
+
+def test_the_held_out_score_is_the_mean_over_the_held_out_families(trained):
+    model, vocab, cfg, _ = trained
+    shapes = U.evaluate_shapes(model, vocab, U.shape_sets(cfg, vocab))
+    families = [a for name, a in shapes.items() if name.startswith('held-out shape:')]
+    assert len(families) == len(L.HELD_OUT) > 1
+    for s in ('none', 'all'):                              # the verdict's and the grid's held-out figure
+        assert U.held_out(shapes)[s] == pytest.approx(sum(a[s] for a in families) / len(families))
+    one = {'every shape (the default layout)': {'none': 0.1, 'all': 0.0}, 'arbitrary Horn problems': {}}
+    assert U.held_out(one) == {'none': 0.1, 'all': 0.0}    # a one-layout model: its one held-out set
+
 def test_accuracy_by_position_names_each_target_position(trained):
     model, vocab, cfg, _ = trained
     problems = L.make_problems(random.Random(3), cfg.gen_config(), vocab, 80)      # depth 1: one chain step

@@ -527,6 +527,11 @@ def evaluate_shapes(model, vocab, sets, device='cpu'):
     return {**{h: acc[h] for h in held}, **({'held-out shapes, mean': mean} if len(held) > 1 else {}), **acc}
 
 
+
+def held_out(shapes):
+    """What evaluate_shapes says of the held-out shapes: the mean over their families, or the one set."""
+    return shapes.get('held-out shapes, mean') or shapes[held_out_names(shapes)[0]]
+
 def accuracy_by_position(problems, y, pred):
     """Teacher-forced accuracy at each target position (chain step k, the T/F answer, <eos>), and at each
     chain step the share of problems where the model stops there instead (writes T or F), from one
@@ -703,7 +708,7 @@ def verdict(cfg, history, headline, shapes=None):
             lines.append(f"         (on the problems whose chain writes a name: {named:.1%}; the others ask "
                          "about a fact: T, with no name to write.)")
         if shapes:
-            held = shapes.get('held-out shapes, mean') or shapes[held_out_names(shapes)[0]]
+            held = held_out(shapes)
             lines.append(f"         on shapes it never trained on it solves {held['none']:.1%} in training "
                          f"symbols, {held['all']:.1%} in unseen ones.")
     if last['cos_unseen'] > 0.5 and not cfg.freeze_emb:
@@ -960,7 +965,7 @@ def parse_args(argv=None):
       'with --ask, or a file with --problems')
     a('--grid', action='store_true', help="train every configuration of the paper's table (2 seeds each, on "
       'problems of every shape) and run the fine-tuning contrast; writes grid.md, grid.json, grid.png, '
-      'finetune.png (~75 min on 2 CPU cores in bf16; with --layout template, the one-layout model: ~25 min)')
+      'finetune.png (~75 min on 2 CPU cores in bf16; with --layout template, the one-layout model: ~27 min)')
     a('--quick', action='store_true', help='with --grid: one seed, fewer steps (about 11 min)')
     a('--seeds', type=int, default=None, help='with --grid: seeds per row (default 2, 1 with --quick)')
     a('--resume', metavar='DIR', help='with --grid: finish an interrupted grid in DIR (same --quick and '
@@ -1199,7 +1204,7 @@ def grid_job(job):
     last = history[-1]
     keys = [*accuracy_keys(), 'cos_unseen', 'norm_unseen', 'norm_train']     # the last evaluation's
     shapes = evaluate_shapes(model, vocab, shape_sets(cfg, vocab), cfg.device)
-    held = shapes.get('held-out shapes, mean') or shapes[held_out_names(shapes)[0]]
+    held = held_out(shapes)
     result = dict(row=label, seed=cfg.seed, **{k: last[k] for k in keys}, held_none=held['none'],
                   held_all=held['all'], wall=time.time() - t, config=asdict(cfg))
     return result, ({k: v.cpu() for k, v in model.state_dict().items()} if keep else None)
