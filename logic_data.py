@@ -243,6 +243,7 @@ class GenConfig:
     held_out: tuple = ()      # shape families (facts, side, dead) never drawn: HELD_OUT for training
     most: tuple = None        # the most (facts, side, dead) rules to draw (None: SHAPE_LIMITS' highs)
     shape: tuple = None       # draw only this family (the held-out test sets)
+    broken: float = 0.5       # unprovable problems whose planted path breaks (sample_structure)
 
     def max_names(self):
         """The most distinct variables one problem can use (facts, path, side heads, dead atoms and
@@ -318,10 +319,14 @@ def sample_structure(rng, cfg, depth, provable):
     facts = [new() for _ in range(n_facts)]
     level = {a: 0 for a in facts}         # the path step after which an atom is surely known (facts: 0)
     rules, last, path = [], rng.choice(facts), []
+    # unprovable: a share of the paths break at a random step (that rule needs a name nothing derives), so the
+    # chain stops early or never starts, and the query is a name the path would have reached
+    gap = rng.randrange(depth) if not provable and cfg.broken and rng.random() < cfg.broken else None
     for i in range(1, depth + 1):         # the planted path
         others = [a for a in level if a != last]
         head = new()
-        rules.append(([last] + rng.sample(others, min(rng.randint(1, cfg.max_premises) - 1, len(others))),
+        first = new() if i - 1 == gap else last     # the break: a premise in no fact and no rule's head
+        rules.append(([first] + rng.sample(others, min(rng.randint(1, cfg.max_premises) - 1, len(others))),
                       head))
         level[head] = i
         path.append(head)
@@ -351,6 +356,8 @@ def sample_structure(rng, cfg, depth, provable):
         kind = rng.choice(['end'] * 3 + ['fact'] + ['path'] * bool(path[:-1]) + ['side'] * 2 * bool(side))
         query = dict(end=last, fact=rng.choice(facts), path=rng.choice(path[:-1] or path),
                      side=rng.choice(side or path))[kind]
+    elif gap is not None:
+        kind, query = 'broken', rng.choice(path[gap:])
     else:
         kind = 'dead' if dead and rng.random() < 0.75 else 'absent'
         query = rng.choice(dead) if kind == 'dead' else new()

@@ -23,8 +23,10 @@ import unseen as U
 # a small, fast configuration for training-based tests (every depth from the start: no curriculum)
 # the tests' small model; no --shift (the default's is tested on its own): the mechanism tests' margins were
 # measured without it (with it, the collapse test's training rows end at cosine 0.47, not under 0.45)
+# (and its training as first measured: AdamW alone at 2e-3, the last quarter decayed, no broken paths)
 TINY = U.Config(n_symbols=40, n_layer=2, n_head=2, n_embd=32, batch_size=32, steps=40, warmup=5,
-                eval_every=1000, eval_n=50, max_depth=2, curriculum=0, precision='fp32', shift=0)
+                eval_every=1000, eval_n=50, max_depth=2, curriculum=0, precision='fp32', shift=0,
+                optimizer='adamw', lr=2e-3, decay=0.25, broken=0.0)
 
 
 def run(*args):
@@ -114,7 +116,7 @@ def test_the_shape_space():
     shapes = {p.how['shape'] for p in ps}
     limits = [range(lo, hi + 1) for lo, hi in L.SHAPE_LIMITS.values()]
     assert shapes == {(f, s, d) for f in limits[0] for s in limits[1] for d in limits[2]} - set(L.HELD_OUT)
-    assert {p.how['kind'] for p in ps} == {'end', 'fact', 'path', 'side', 'dead', 'absent'}
+    assert {p.how['kind'] for p in ps} == {'end', 'fact', 'path', 'side', 'dead', 'absent', 'broken'}
     for d in range(1, cfg.max_depth + 1):
         answers = [p.answer for p in ps if p.how['depth'] == d]
         assert 0.45 < sum(answers) / len(answers) < 0.55
@@ -133,6 +135,29 @@ def test_the_shape_space():
     for _ in range(50):
         p = L.generate(rng, replace(cfg, shape=(1, 0, 0)), vocab.train_names, depth=2, provable=True)
         assert len(p.facts) == 1 and len(p.rules) == 2 and p.how['shape'] == (1, 0, 0)
+
+
+def test_broken_paths_stop_the_chain_at_every_step_including_before_the_first():
+    """GenConfig.broken: that share of the unprovable problems has its planted path broken at a random step
+    (a rule there needs a name nothing derives), so the chain stops after any number of path steps, none
+    included (nothing fires at all), and the query is a name the path would have reached; broken=0 draws
+    none, and provable problems are drawn as before."""
+    vocab, rng = L.Vocab(60), random.Random(1)
+    cfg = L.GenConfig(max_premises=1, held_out=L.HELD_OUT)
+    ps = [L.generate(rng, cfg, vocab.train_names, provable=False) for _ in range(3000)]
+    broken = [p for p in ps if p.how['kind'] == 'broken']
+    assert 0.4 < len(broken) / len(ps) < 0.6
+    assert all(not p.answer for p in broken)
+    assert any(not p.chain for p in broken)                        # nothing fires: an empty chain, F
+    for d in range(1, cfg.max_depth + 1):   # with no side rules the chain is the path up to its break
+        steps = {len(p.chain) for p in broken if p.how['depth'] == d and p.how['shape'][1] == 0}
+        assert steps == set(range(d)), (d, steps)
+    assert all(p.query in [h for _, h in p.rules] for p in broken)  # the query heads a rule that never fires
+    none = [L.generate(rng, replace(cfg, broken=0.0), vocab.train_names, provable=False) for _ in range(500)]
+    assert not [p for p in none if p.how['kind'] == 'broken']
+    a, b = random.Random(7), random.Random(7)
+    assert [L.generate(a, cfg, vocab.train_names, provable=True) for _ in range(50)] == \
+        [L.generate(b, replace(cfg, broken=0.0), vocab.train_names, provable=True) for _ in range(50)]
 
 
 def test_the_longest_problem_fits_the_position_table():
@@ -507,6 +532,36 @@ def test_embeddings_are_in_the_weight_decay_group_unless_frozen():
         assert not {id(w) for w in model.embeddings()} & (ids(opt.param_groups[0]) | ids(opt.param_groups[1]))
 
 
+def test_muon_takes_the_blocks_matrices_and_the_embeddings_keep_adamw_with_decay():
+    """--optimizer muon: exactly the blocks' 2-D weights go to Muon; the (un)embeddings, the position table,
+    biases and gains stay with AdamW (the paper's mechanism: weight decay on the unembedding); the
+    schedule moves both rates in step; and a Muon step changes the blocks' matrices and nothing else
+    that AdamW does not."""
+    cfg = replace(TINY, optimizer='muon', lr=1e-2, muon_lr=6e-3, weight_decay=0.1, warmup=10)
+    model = U.make_model(cfg)
+    opt = U.make_optimizer(model, cfg)
+    adamw, muon = opt.optimizers
+    assert isinstance(adamw, torch.optim.AdamW) and isinstance(muon, torch.optim.Muon)
+    ids = lambda o: {id(p) for g in o.param_groups for p in g['params']}
+    blocks = {id(p) for p in model.transformer.h.parameters() if p.dim() == 2}
+    assert ids(muon) == blocks and len(blocks) == 4 * cfg.n_layer
+    assert {id(w) for w in model.embeddings()} <= {id(p) for p in adamw.param_groups[0]['params']}
+    assert adamw.param_groups[0]['weight_decay'] == 0.1 and id(model.transformer.wpe.weight) in ids(adamw)
+    assert ids(adamw) | ids(muon) == {id(p) for p in model.parameters()} and not ids(adamw) & ids(muon)
+    vocab = L.Vocab(cfg.n_symbols)
+    x, y = next(U.batches(random.Random(0), cfg, vocab))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    calls = []
+    def on_eval(step, losses, seconds):
+        calls.append([g['lr'] for g in opt.param_groups])
+    U.train_loop(model, opt, replace(cfg, steps=4, eval_every=1), iter([(x, y)] * 4), on_eval)
+    assert calls[1] == pytest.approx([1e-3, 1e-3, 6e-4])          # step 0 of a 10-step warmup: a tenth of each
+    assert calls[4] == pytest.approx([4e-3, 4e-3, 2.4e-3])
+    assert all(not torch.equal(before[k], v) for k, v in model.state_dict().items()
+               if k.startswith('transformer.h.') and v.dim() == 2)
+    assert 'muon' == U.Config().optimizer and U.Config(layout='template').optimizer == 'adamw'
+
+
 def test_lr_warms_up_then_decays_to_a_tenth():
     """cosine: decays from the end of the warmup on; wsd (the default): holds the full rate, then decays
     linearly over the last quarter of the steps."""
@@ -556,12 +611,13 @@ def test_command_line_defaults_are_configs_defaults_and_switches_set_one_thing()
                                                                    copy_form='pointer')
     assert U.Config().device in ('cpu', 'cuda', 'mps') and U.Config().precision in ('fp32', 'bf16')
     # each layout has its own budget unless given: the template keeps the defaults it was measured with
-    assert (U.Config().steps, U.Config().batch_size, U.Config().n_layer) == (15000, 128, 4)
+    assert (U.Config().steps, U.Config().batch_size, U.Config().n_layer) == (5000, 128, 4)
     t = cfg('--layout', 'template')
     assert t == U.Config(layout='template') and (t.steps, t.batch_size, t.n_layer) == (4000, 64, 3)
     help_text = ' '.join(run('unseen.py', '--help').stdout.split())     # and --help says so, as they are
-    for flag, (s, t) in {'--steps': (15000, 4000), '--batch-size': (128, 64), '--n-layer': (4, 3),
-                         '--shift': (2, 0)}.items():
+    for flag, (s, t) in {'--steps': (5000, 4000), '--batch-size': (128, 64), '--n-layer': (4, 3),
+                         '--shift': (2, 0), '--optimizer': ('muon', 'adamw'), '--lr': (0.01, 0.002),
+                         '--curriculum': (250, 500), '--decay': (0.4, 0.25)}.items():
         assert re.search(rf"{flag} \S+ None: by --layout, shapes {s}, template {t}\b", help_text), flag
     assert cfg('--n-layer', '2').n_layer == 2 and cfg('--layout', 'template', '--n-layer', '5').n_layer == 5
     assert cfg('--layout', 'template', '--steps', '100').steps == 100

@@ -4,7 +4,7 @@ unseen: why transformers fail to reason with symbols they never saw in training,
 A small reproduction of "To See the Unseen" (Lazic, Fowl, Gyorgy, Szepesvari, arXiv 2604.21632).
 A decoder-only transformer learns to solve Horn-clause problems (logic_data.py) step by step. It is
 trained on variable names x0..x{n-1} and tested on problems written in names u0..u99 that never occurred
-in training, and on problem shapes it never trained on. The demo (2 cores: 18-20 min in bf16, 1 h+ in fp32):
+in training, and on problem shapes it never trained on. The demo (2 cores, alone: about 8 minutes):
 
     python unseen.py --unseen all --freeze-emb
 
@@ -48,7 +48,8 @@ class Config:
     n_symbols: int = 5000      # training symbol pool: the paper's diversity knob
     max_depth: int = 4         # planted derivations of depth 1..max_depth
     max_premises: int = 1      # premises per rule: 1..max_premises
-    curriculum: int = 500      # one depth more every this many steps (depth_at; 0: every depth at once)
+    curriculum: int = None     # one depth more every this many steps (depth_at; 0: every depth at once)
+    broken: float = 0.5        # share of unprovable problems whose path breaks (logic_data.sample_structure)
     layout: str = 'shapes'     # 'shapes': problems of many shapes; 'template': one layout (logic_data.py)
     shape_curriculum: bool = True  # with the curriculum, small shapes first too (gen_config)
     # model
@@ -73,10 +74,13 @@ class Config:
     # optimisation
     steps: int = None          # None: by layout (LAYOUT_DEFAULTS)
     batch_size: int = None     # None: by layout
-    lr: float = 2e-3
-    weight_decay: float = 0.1  # AdamW's, on every matrix, the (un)embeddings included
+    optimizer: str = None      # 'muon': Muon on the blocks' matrices, AdamW on the rest; 'adamw': AdamW on all
+    lr: float = None           # AdamW's rate
+    muon_lr: float = 6e-3      # Muon's rate (the schedule scales both)
+    weight_decay: float = 0.1  # on every matrix, the (un)embeddings included (they always take AdamW)
     warmup: int = 100
     schedule: str = 'wsd'      # 'wsd' or 'cosine' (get_lr)
+    decay: float = None        # wsd: the share of the steps, at the end, over which the rate decays
     grad_clip: float = 0.0     # clip the gradient's global norm at this (0: never)
     # evaluation and logging
     eval_every: int = 500
@@ -97,13 +101,16 @@ class Config:
     def gen_config(self, step=None):
         """The generator's settings: of the test problems, or (with `step`) of the training problems then.
         With shape_curriculum, a stage of the curriculum (problems of depth <= d) also has at most d + 1
-        facts, d - 1 side and d dead rules; the last stage has every shape."""
+        facts, d - 1 side and d dead rules; the last stage has every shape. Training also draws broken
+        paths (--broken: unprovable problems whose chain stops early or never starts, which the planted
+        path alone never shows); the tests do not, so they are the problems they always were."""
         stage = self.max_depth if step is None else self.depth_at(step)
         most = None if stage == self.max_depth or not self.shape_curriculum or self.layout != 'shapes' else \
             (min(4, stage + 1), min(2, stage - 1), min(3, stage))
         held_out = logic_data.HELD_OUT if self.layout == 'shapes' else ()
+        broken = self.broken if step is not None else 0.0   # the tests: the same problems as before --broken
         return logic_data.GenConfig(max_depth=stage, max_premises=self.max_premises, layout=self.layout,
-                                    held_out=held_out, most=most)
+                                    held_out=held_out, most=most, broken=broken)
 
     def depth_at(self, step):
         """The curriculum: the deepest derivation in the training problems at `step`. Training starts at
@@ -125,8 +132,10 @@ POSITIONS = ('learned', 'rotary')
 # what each layout needs: problems of every shape take a fourth layer, far more training than one layout, and
 # problems moved two rows along the position table (--shift: else the shortest problem, shorter than any in
 # training, answers where no training problem did, and fails)
-LAYOUT_DEFAULTS = {'shapes': dict(steps=15000, batch_size=128, n_layer=4, shift=2),
-                   'template': dict(steps=4000, batch_size=64, n_layer=3, shift=0)}
+LAYOUT_DEFAULTS = {'shapes': dict(steps=5000, batch_size=128, n_layer=4, shift=2, optimizer='muon', lr=1e-2,
+                                  curriculum=250, decay=0.4),
+                   'template': dict(steps=4000, batch_size=64, n_layer=3, shift=0, optimizer='adamw', lr=2e-3,
+                                    curriculum=500, decay=0.25)}
 
 
 def pick_device(name):
@@ -374,28 +383,57 @@ def forgets_at(cfg, step):
 # optimisation: AdamW, warm-up, then a stable rate and a decay (or cosine decay)
 
 
+class Optimizers:
+    """AdamW and Muon stepped as one optimizer (the training loop and the resets see one object)."""
+
+    def __init__(self, *optimizers):
+        self.optimizers = optimizers
+        self.param_groups = [g for o in optimizers for g in o.param_groups]
+
+    @property
+    def state(self):
+        return {p: s for o in self.optimizers for p, s in o.state.items()}
+
+    def zero_grad(self, set_to_none=True):
+        for o in self.optimizers:
+            o.zero_grad(set_to_none=set_to_none)
+
+    def step(self):
+        for o in self.optimizers:
+            o.step()
+
+
 def make_optimizer(model, cfg):
     """AdamW over the trainable parameters: weight decay on every matrix, the (un)embeddings included,
-    none on biases and LayerNorm gains."""
+    none on biases and LayerNorm gains. With --optimizer muon (the default on problems of every shape), the
+    blocks' matrices take Muon instead (Jordan et al. 2024: momentum, orthogonalised by a Newton-Schulz
+    iteration), which leaves the plateau at the start of training far sooner; the (un)embeddings keep
+    AdamW with weight decay, so the paper's mechanism is untouched. Each group keeps its full rate in
+    'base_lr', which the schedule scales."""
     params = [p for p in model.parameters() if p.requires_grad]
-    decay = [p for p in params if p.dim() >= 2]
-    no_decay = [p for p in params if p.dim() < 2]
-    return torch.optim.AdamW([{'params': decay, 'weight_decay': cfg.weight_decay},
-                              {'params': no_decay, 'weight_decay': 0.0}], lr=cfg.lr, betas=(0.9, 0.99),
-                             fused=cfg.device in ('cpu', 'cuda'))   # one kernel for every parameter
-
-
-WSD_DECAY = 0.25   # --schedule wsd: the share of the steps, at the end, over which the rate decays
+    blocks = {id(p) for p in model.transformer.h.parameters() if p.dim() == 2} if cfg.optimizer == 'muon' else {}
+    matrices = [p for p in params if id(p) in blocks]                       # (C, C), (3C, C), (4C, C), (C, 4C)
+    decay = [p for p in params if p.dim() >= 2 and id(p) not in blocks]    # (un)embeddings, position table
+    no_decay = [p for p in params if p.dim() < 2]                           # biases, gains, a_h, b_h, beta
+    adamw = torch.optim.AdamW([{'params': decay, 'weight_decay': cfg.weight_decay},
+                               {'params': no_decay, 'weight_decay': 0.0}], lr=cfg.lr, betas=(0.9, 0.99),
+                              fused=cfg.device in ('cpu', 'cuda'))   # one kernel for every parameter
+    optimizer = adamw if not matrices else Optimizers(adamw, torch.optim.Muon(
+        matrices, lr=cfg.muon_lr, weight_decay=cfg.weight_decay, adjust_lr_fn='match_rms_adamw'))
+    for group in optimizer.param_groups:
+        group['base_lr'] = group['lr']
+    return optimizer
 
 
 def decay_start(cfg):
     """--schedule wsd: the step at which the full rate starts to decay."""
-    return cfg.steps * (1 - WSD_DECAY)
+    return cfg.steps * (1 - cfg.decay)
 
 
 def get_lr(cfg, step):
-    """A linear warmup over cfg.warmup steps; then 'wsd' (warmup-stable-decay): the full rate, and over the
-    last quarter of the steps a linear decay to a tenth; or 'cosine': a cosine decay to a tenth all along."""
+    """AdamW's rate at `step` (Muon's is in the same ratio to its full rate): a linear warmup over
+    cfg.warmup steps; then 'wsd' (warmup-stable-decay): the full rate, and over the last cfg.decay of the
+    steps a linear decay to a tenth; or 'cosine': a cosine decay to a tenth all along."""
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
     if cfg.schedule == 'wsd':
@@ -625,7 +663,7 @@ def train_loop(model, optimizer, cfg, data, on_eval):
         if forgets_at(cfg, step):    # after the evaluation: it measures what the last embeddings learned
             forget_embeddings(model, optimizer)
         for group in optimizer.param_groups:
-            group['lr'] = get_lr(cfg, step)
+            group['lr'] = get_lr(cfg, step) * (group['base_lr'] / cfg.lr)   # AdamW's: * 1.0
         t = time.time()
         losses.append(train_step(model, optimizer, *next(data)))
         if not math.isfinite(losses[-1]):   # diverged: no checkpoint, no verdict on garbage
@@ -852,7 +890,9 @@ def plan(cfg, out):
              if cfg.schedule == 'wsd' else "then a cosine decay to a tenth")
     if cfg.steps <= cfg.warmup:
         decay = f"which this {cfg.steps}-step run ends inside"
-    lines.append(f"lr {cfg.lr:g}: a {cfg.warmup}-step warmup, {decay} (--schedule {cfg.schedule})")
+    rates = f"Muon {cfg.muon_lr:g} on the blocks' matrices, AdamW {cfg.lr:g} on the rest" \
+        if cfg.optimizer == 'muon' else f"AdamW {cfg.lr:g}"
+    lines.append(f"{rates}: a {cfg.warmup}-step warmup, {decay} (--schedule {cfg.schedule})")
     if cfg.shift:
         lines.append(f"each training problem starts at row 0 or row {cfg.shift} of the position table at "
                      f"random, the tests at row {cfg.shift} (--shift)")
@@ -933,8 +973,10 @@ def parse_args(argv=None):
     a('--n-symbols', type=int, default=d.n_symbols, help='training symbol pool (diversity)')
     a('--max-depth', type=int, default=d.max_depth, help='longest planted derivation')
     a('--max-premises', type=int, default=d.max_premises, help='premises per rule (1 to 3)')
-    a('--curriculum', type=int, default=d.curriculum, metavar='N', help='training problems start at '
-      'depth 1, one depth more every N steps (0: every depth from the start)')
+    a('--curriculum', type=int, default=None, metavar='N', help=by_layout('curriculum') + ': training '
+      'problems start at depth 1, one depth more every N steps (0: every depth from the start)')
+    a('--broken', type=float, default=d.broken, help='share of the unprovable problems whose planted path '
+      'breaks at a random step (the chain stops early or never starts)')
     a('--layout', choices=logic_data.LAYOUTS, default=d.layout, help='shapes: problems of many shapes; '
       'template: the one layout of earlier versions (2 facts, the path, 2 dead rules)')
     a('--shape-curriculum', action=argparse.BooleanOptionalAction, default=d.shape_curriculum,
@@ -945,9 +987,14 @@ def parse_args(argv=None):
     a('--n-embd', type=int, default=d.n_embd, help='model width')
     a('--steps', type=int, default=None, help=by_layout('steps'))
     a('--batch-size', type=int, default=None, help=by_layout('batch_size'))
-    a('--lr', type=float, default=d.lr)
+    a('--optimizer', choices=('muon', 'adamw'), default=None, help=by_layout('optimizer') + ": muon: Muon on "
+      "the blocks' matrices, AdamW on the rest (the (un)embeddings included); adamw: AdamW on everything")
+    a('--lr', type=float, default=None, help=by_layout('lr') + ": AdamW's rate")
+    a('--muon-lr', type=float, default=d.muon_lr, help="Muon's rate (with --optimizer muon)")
     a('--schedule', choices=('wsd', 'cosine'), default=d.schedule, help='after the warmup, wsd: the full lr, '
-      'then a linear decay to a tenth over the last quarter of the steps; cosine: a cosine decay to a tenth')
+      'then a linear decay to a tenth over the last --decay of the steps; cosine: a cosine decay to a tenth')
+    a('--decay', type=float, default=None, help=by_layout('decay') + ': with --schedule wsd, the share of '
+      'the steps over which the rate decays')
     a('--weight-decay', type=float, default=d.weight_decay, help='AdamW decay, (un)embeddings included')
     a('--grad-clip', type=float, default=d.grad_clip, help='clip the global gradient norm (0: never)')
     a('--eval-every', type=int, default=d.eval_every)
@@ -982,8 +1029,9 @@ def parse_args(argv=None):
 # one common setting for every row: the demo's model (4 layers), problems of every shape, symbol pool and
 # schedule, on shallower derivations (depth 1-2) and 4000 steps, so that 2 seeds of every row fit in about
 # 75 minutes on 2 CPU cores in bf16; --quick, for a class: one seed, 1200 steps
-GRID = dict(n_symbols=5000, max_depth=2, steps=4000, eval_every=1000, eval_n=500)
-GRID_QUICK = dict(n_symbols=5000, max_depth=2, steps=1200, eval_every=600, eval_n=300)
+GRID_TRAINING = dict(optimizer='adamw', lr=2e-3, curriculum=500, decay=0.25, broken=0.0)   # as measured
+GRID = dict(n_symbols=5000, max_depth=2, steps=4000, eval_every=1000, eval_n=500, **GRID_TRAINING)
+GRID_QUICK = dict(n_symbols=5000, max_depth=2, steps=1200, eval_every=600, eval_n=300, **GRID_TRAINING)
 GRID_FORGET_EVERY = 100                          # forget-until stops resetting halfway through
 GRID_FEW_SYMBOLS = 1000                          # a smaller training pool, for freeze-emb: diversity
 GRID_FT, GRID_FT_QUICK = (1500, 50), (300, 50)   # fine-tuning: most steps, evaluate every
@@ -1054,8 +1102,9 @@ def load_checkpoint(path, device='cpu'):
     try:
         ck = torch.load(path, map_location=device)
         # a checkpoint from before problems of every shape was trained on the one layout
-        cfg = Config(**{'layout': 'template', 'shape_curriculum': False, 'shift': 0, **ck['config'],
-                        'device': device})   # (the defaults of checkpoints from before those switches)
+        cfg = Config(**{'layout': 'template', 'shape_curriculum': False, 'shift': 0, 'optimizer': 'adamw',
+                        'decay': 0.25, 'broken': 0.0, **ck['config'], 'device': device})
+        # (the defaults of checkpoints from before those switches)
         error = config_error(cfg)
         if error is None:
             # (a checkpoint from before the copy layer's rename: copy.gain is now copy_attn.beta)
@@ -1454,9 +1503,12 @@ def config_error(c):
     command line (argparse's namespace) and a checkpoint's stored config pass the same checks."""
     flag = lambda k: '--' + k.replace('_', '-')
     number = lambda k: getattr(c, k) if getattr(c, k) is not None else LAYOUT_DEFAULTS[c.layout][k]
-    open_low = ('lr', 'emb_norm')   # a zero lr or norm trains nothing; nan and inf fail every comparison
-    ranges = (('lr', 0, 1), ('weight_decay', 0, 10), ('grad_clip', 0, 1000), ('identity_a', -100, 100),
-              ('identity_b', -100, 100), ('emb_norm', 0, 100))
+    if c.optimizer not in (None, 'muon', 'adamw'):   # (a stored config)
+        return f"--optimizer {c.optimizer}: choose muon or adamw"
+    open_low = ('lr', 'muon_lr', 'emb_norm', 'decay')   # zero trains nothing; nan and inf fail every comparison
+    ranges = (('lr', 0, 1), ('muon_lr', 0, 1), ('weight_decay', 0, 10), ('grad_clip', 0, 1000),
+              ('identity_a', -100, 100), ('identity_b', -100, 100), ('emb_norm', 0, 100), ('decay', 0, 1),
+              ('broken', 0, 1))
     highs = (('n_symbols', 100_000), ('n_embd', 2048), ('n_layer', 48), ('batch_size', 4096),
              ('eval_n', 20_000), ('steps', 10_000_000), ('shift', 1000))
     if c.layout not in logic_data.LAYOUTS:
@@ -1466,7 +1518,7 @@ def config_error(c):
     problems = [
         *[(number(k) < 1, f'{flag(k)} must be >= 1')
           for k in ('steps', 'batch_size', 'eval_every', 'eval_n', 'n_layer', 'n_head', 'n_embd')],
-        *[(getattr(c, k) < 0, f'{flag(k)} must be >= 0')
+        *[(number(k) < 0, f'{flag(k)} must be >= 0')
           for k in ('forget_every', 'forget_until', 'curriculum')],
         (number('shift') < 0, '--shift must be >= 0'),
         (c.shift is not None and c.shift > 0 and c.positions != 'learned',
@@ -1475,8 +1527,8 @@ def config_error(c):
         (c.n_head >= 1 and c.n_embd % c.n_head,
          f'--n-embd {c.n_embd} must be divisible by --n-head {c.n_head}'),
         (True, logic_data.size_error(c.n_symbols, c.max_depth, c.max_premises)),
-        *[(not low <= getattr(c, k) <= high or (getattr(c, k) == 0 and k in open_low),
-           f"{flag(k)} {getattr(c, k)}: must be a number in {'(' if k in open_low else '['}{low}, {high}]")
+        *[(not low <= number(k) <= high or (number(k) == 0 and k in open_low),
+           f"{flag(k)} {number(k)}: must be a number in {'(' if k in open_low else '['}{low}, {high}]")
           for k, low, high in ranges],
         *[(number(k) > high, f"{flag(k)} {getattr(c, k)}: at most {high} (this is a small-model demo)")
           for k, high in highs]]
