@@ -237,7 +237,7 @@ LAYOUTS = ('shapes', 'template')
 class GenConfig:
     min_depth: int = 1        # length of the planted derivation (the path from a fact to its end)
     max_depth: int = 4
-    max_premises: int = 2     # rules have 1..max_premises premises (at most 3)
+    max_premises: int = 1     # rules have 1..max_premises premises (at most 3)
     layout: str = 'shapes'    # 'shapes': facts, side and dead rules, queries of every kind (below);
                               # 'template': always 2 facts, the path and 2 dead rules (one layout)
     held_out: tuple = ()      # shape families (facts, side, dead) never drawn: HELD_OUT for training
@@ -503,7 +503,7 @@ def main(argv=None):
     parser.add_argument('--scenario', choices=SCENARIOS, default='none', help='which names are unseen')
     parser.add_argument('--n-symbols', type=int, default=5000, help='size of the training symbol pool')
     parser.add_argument('--max-depth', type=int, default=d.max_depth, help='longest planted derivation')
-    parser.add_argument('--max-premises', type=int, default=1, help='premises per rule, 1 to 3')
+    parser.add_argument('--max-premises', type=int, default=d.max_premises, help='premises per rule, 1 to 3')
     parser.add_argument('--layout', choices=LAYOUTS, default=d.layout, help='shapes: problems of many shapes '
                         '(the demo trains on these, less the held-out families); template: the one layout '
                         'of earlier versions')
