@@ -4,7 +4,7 @@ unseen: why transformers fail to reason with symbols they never saw in training,
 A small reproduction of "To See the Unseen" (Lazic, Fowl, Gyorgy, Szepesvari, arXiv 2604.21632).
 A decoder-only transformer learns to solve Horn-clause problems (logic_data.py) step by step. It is
 trained on variable names x0..x{n-1} and tested on problems written in names u0..u99 that never occurred
-in training, and on problem shapes it never trained on. The demo (2 cores, alone: about 8 minutes):
+in training, and on problem shapes it never trained on. The demo (2 cores, alone: 14-17 min in bf16):
 
     python unseen.py --unseen all --freeze-emb
 
@@ -74,7 +74,7 @@ class Config:
     # optimisation
     steps: int = None          # None: by layout (LAYOUT_DEFAULTS)
     batch_size: int = None     # None: by layout
-    optimizer: str = None      # 'muon': Muon on the blocks' matrices, AdamW on the rest; 'adamw': AdamW on all
+    optimizer: str = None      # 'muon': Muon on the blocks' matrices, AdamW on the rest; 'adamw': all AdamW
     lr: float = None           # AdamW's rate
     muon_lr: float = 6e-3      # Muon's rate (the schedule scales both)
     weight_decay: float = 0.1  # on every matrix, the (un)embeddings included (they always take AdamW)
@@ -411,8 +411,9 @@ def make_optimizer(model, cfg):
     AdamW with weight decay, so the paper's mechanism is untouched. Each group keeps its full rate in
     'base_lr', which the schedule scales."""
     params = [p for p in model.parameters() if p.requires_grad]
-    blocks = {id(p) for p in model.transformer.h.parameters() if p.dim() == 2} if cfg.optimizer == 'muon' else {}
-    matrices = [p for p in params if id(p) in blocks]                       # (C, C), (3C, C), (4C, C), (C, 4C)
+    muon = cfg.optimizer == 'muon'
+    blocks = {id(p) for p in model.transformer.h.parameters() if p.dim() == 2} if muon else {}
+    matrices = [p for p in params if id(p) in blocks]                  # (C, C), (3C, C), (4C, C), (C, 4C)
     decay = [p for p in params if p.dim() >= 2 and id(p) not in blocks]    # (un)embeddings, position table
     no_decay = [p for p in params if p.dim() < 2]                           # biases, gains, a_h, b_h, beta
     adamw = torch.optim.AdamW([{'params': decay, 'weight_decay': cfg.weight_decay},
@@ -1489,6 +1490,9 @@ def check_args(p, args):
         (args.freeze_emb and args.forget_every,
          '--freeze-emb and --forget-every contradict each other: frozen embeddings are never reset'),
         (args.copy_form != d.copy_form and not args.copy_attn, '--copy-form goes with --copy-attn'),
+        (args.muon_lr != d.muon_lr
+         and (args.optimizer or LAYOUT_DEFAULTS[args.layout]['optimizer']) != 'muon',
+         '--muon-lr goes with --optimizer muon (the default on problems of every shape)'),
         *[(getattr(args, k) != getattr(d, k) and not args.identity,
            f"{flag(k)} goes with --identity (it is the identity terms' starting value)")
           for k in ('identity_a', 'identity_b')],
@@ -1511,7 +1515,7 @@ def config_error(c):
     number = lambda k: getattr(c, k) if getattr(c, k) is not None else LAYOUT_DEFAULTS[c.layout][k]
     if c.optimizer not in (None, 'muon', 'adamw'):   # (a stored config)
         return f"--optimizer {c.optimizer}: choose muon or adamw"
-    open_low = ('lr', 'muon_lr', 'emb_norm', 'decay')   # zero trains nothing; nan and inf fail every comparison
+    open_low = ('lr', 'muon_lr', 'emb_norm', 'decay')   # zero trains nothing; nan and inf fail all tests
     ranges = (('lr', 0, 1), ('muon_lr', 0, 1), ('weight_decay', 0, 10), ('grad_clip', 0, 1000),
               ('identity_a', -100, 100), ('identity_b', -100, 100), ('emb_norm', 0, 100), ('decay', 0, 1),
               ('broken', 0, 1))
