@@ -44,9 +44,11 @@ outside what a generator draws, `shape_sets` draws the test sets of shapes it ne
 """
 
 import argparse
+import itertools
 import json
 import os
 import random
+import re
 import signal
 import sys
 from dataclasses import dataclass, field, replace
@@ -154,9 +156,13 @@ def to_text(p):
     return ' '.join(prompt + target)
 
 
+UNSEEN_NOTE = re.compile(r'\s+\(unseen:[^()]*\)\s*$')
+
+
 def parse(text):
     """Text form -> Problem, labelled by the solver. The part after ':' is optional; if given, it must
     be the solver's chain and answer. Raises ValueError with a one-line reason on malformed text."""
+    text = UNSEEN_NOTE.sub('', text)      # the note `logic_data.py` prints after a problem
     if text.count(':') > 1:
         raise ValueError("more than one ':' (the solution comes after a single ':')")
     problem, _, solution = text.partition(':')
@@ -193,35 +199,57 @@ def parse(text):
     return p
 
 
-def read_problems(path):
+def read_problems(path, max_tokens=None, max_problems=100_000):
     """Problems from a file, one per line: the text form (a solution after ':' is checked against the
-    solver) or a JSON object with a 'text' field, as `logic_data.py --jsonl` writes; blank lines and
-    lines starting with '#' are skipped. ValueError naming the file and line of the first bad one."""
+    solver; the '(unseen: ...)' note `logic_data.py` prints is allowed) or a JSON object with a 'text'
+    field, as `logic_data.py --jsonl` writes; blank lines and lines starting with '#' are skipped, a
+    byte-order mark too. Returns [(line number, problem)]. Sizes are checked as the file is read, before
+    any parsing: at most `max_problems` problems, none of more than `max_tokens` tokens. ValueError
+    naming the file and line of the first bad one."""
+    longest = 40 * (max_tokens or 1000)          # characters: far more than a problem of that many tokens
     problems = []
     try:
-        with open(path, encoding='utf-8') as f:
-            lines = f.read().splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: cannot read it ({getattr(e, 'strerror', None) or e})")
-    for i, line in enumerate(lines, 1):
-        line = line.strip()
-        if not line or line.startswith('#'):
-            continue
-        try:
-            if line.startswith('{'):
+        with open(path, 'rb') as f:
+            for i in itertools.count(1):
+                raw = f.readline(longest + 1)
+                if not raw:
+                    break
+                if len(raw) > longest and not raw.endswith(b'\n'):
+                    raise ValueError(f'{path}, line {i}: longer than {longest:,} characters: not a problem '
+                                     'this model can read')
                 try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError:
-                    raise ValueError('not valid JSON')
-                if not isinstance(obj, dict) or not isinstance(obj.get('text'), str):
-                    raise ValueError("a JSON line needs a 'text' field (as logic_data.py --jsonl writes)")
-                line = obj['text']
-            problems.append(parse(line))
-        except (ValueError, RecursionError) as e:
-            raise ValueError(f'{path}, line {i}: {e}')
+                    line = raw.decode('utf-8-sig' if i == 1 else 'utf-8').strip()
+                except UnicodeDecodeError:
+                    raise ValueError(f'{path}, line {i}: not UTF-8 text')
+                if not line or line.startswith('#'):
+                    continue
+                if len(problems) == max_problems:
+                    raise ValueError(f'{path}: more than {max_problems:,} problems; split the file')
+                try:
+                    problems.append((i, parse_line(line, max_tokens)))
+                except (ValueError, RecursionError) as e:
+                    raise ValueError(f'{path}, line {i}: {e}')
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read it ({e.strerror or e})")
     if not problems:
         raise ValueError(f'{path}: no problems in it (one per line)')
     return problems
+
+
+def parse_line(line, max_tokens=None):
+    """One line of a problems file: the text form or a JSON line, no longer than max_tokens tokens."""
+    if line.startswith('{'):
+        try:
+            obj = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
+            raise ValueError('not valid JSON')
+        if not isinstance(obj, dict) or not isinstance(obj.get('text'), str):
+            raise ValueError("a JSON line needs a 'text' field (as logic_data.py --jsonl writes)")
+        line = obj['text']
+    n = len(line.replace('.', ' . ').split()) + 2      # + the answer and <eos>, at the least
+    if max_tokens and n > max_tokens:
+        raise ValueError(f"too long: {n} tokens or more, this model reads at most {max_tokens}")
+    return parse(line)
 
 # -----------------------------------------------------------------------------
 # the generator: many shapes (the default), or the one layout of earlier versions ('template')
@@ -241,7 +269,7 @@ class GenConfig:
     layout: str = 'shapes'    # 'shapes': facts, side and dead rules, queries of every kind (below);
                               # 'template': always 2 facts, the path and 2 dead rules (one layout)
     held_out: tuple = ()      # shape families (facts, side, dead) never drawn: HELD_OUT for training
-    most: tuple = None        # the most (facts, side, dead) rules to draw (None: SHAPE_LIMITS' highs)
+    shape_caps: tuple = None  # the most (facts, side, dead) rules to draw (None: SHAPE_LIMITS' highs)
     shape: tuple = None       # draw only this family (the held-out test sets)
     broken: float = 0.5       # unprovable problems whose planted path breaks (sample_structure)
 
@@ -289,7 +317,7 @@ def draw_shape(rng, cfg):
     """(facts, side rules, dead rules), uniform over the families not held out."""
     if cfg.shape:
         return cfg.shape
-    highs = cfg.most or [hi for _, hi in SHAPE_LIMITS.values()]
+    highs = cfg.shape_caps or [hi for _, hi in SHAPE_LIMITS.values()]
     while True:
         shape = tuple(rng.randint(lo, hi) for (lo, _), hi in zip(SHAPE_LIMITS.values(), highs))
         if shape not in cfg.held_out:
@@ -497,8 +525,8 @@ def shape_sets(rng, cfg, vocab, n, max_tokens):
 
 def main(argv=None):
     d = GenConfig()
-    parser = argparse.ArgumentParser(description='Print Horn-clause problems with their forward-chaining '
-                                     'chain (by default, of the kind the demo trains on).')
+    parser = argparse.ArgumentParser(prog='logic_data.py', description='Print Horn-clause problems with their '
+                                     'forward-chaining chain (by default, of the kind the demo trains on).')
     parser.add_argument('--n', type=int, default=5, help='number of problems')
     parser.add_argument('--scenario', choices=SCENARIOS, default='none', help='which names are unseen')
     parser.add_argument('--n-symbols', type=int, default=5000, help='size of the training symbol pool')

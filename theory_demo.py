@@ -33,7 +33,12 @@ re-drawn apart (the control: if the collapse is the cause, this one learns as fa
     python theory_demo.py --finetune DIR           # every set until 90% or 600 steps (under an hour)
 
 The same in miniature, on this project's own model: `unseen.py --grid` fine-tunes its standard model (unseen
-rows collapsed) on problems in unseen names from collapsed, fresh and copied rows (finetune_contrast).
+rows collapsed) on problems in unseen names from collapsed, fresh and copied rows (unseen.finetune_contrast).
+
+Read it as the three demos, in this order: Part 1, the lemma; Part 2, the real checkpoint's reserved tokens
+and the cluster finder, then the file readers they use; Part 3, the fine-tuning; then the command line.
+It imports unseen.py for what both share (matplotlib for the plots, the collapse metric, the write check,
+and for Part 3 the padding and exact match); unseen.py imports nothing from here.
 """
 
 import argparse
@@ -56,7 +61,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 import logic_data as L
-import unseen as U   # its model, training loop, padding and exact match, for Part 3
+import unseen   # pyplot, mean_pairwise_cosine, writable; for Part 3 pad_batch and exact_match
 
 # -----------------------------------------------------------------------------
 # Part 1: the lemma
@@ -95,7 +100,8 @@ def unit_rows(E):
 
 
 def pairwise_cosines(E):
-    """The cosine of every distinct pair of rows."""
+    """The cosine of every distinct pair of rows: their distribution, for a histogram (the collapse metric,
+    their mean, is unseen.mean_pairwise_cosine)."""
     unit = unit_rows(E)
     i, j = np.triu_indices(len(E), k=1)
     return (unit @ unit.T)[i, j]
@@ -106,15 +112,7 @@ def pairwise(rows):
     if len(rows) < 2:
         return np.nan, np.nan
     i, j = np.triu_indices(len(rows), k=1)
-    return np.linalg.norm(rows[i] - rows[j], axis=1).mean(), pairwise_cosines(rows).mean()
-
-
-def pyplot():
-    """matplotlib without a screen (imported only when a figure is drawn)."""
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-    return plt
+    return np.linalg.norm(rows[i] - rows[j], axis=1).mean(), unseen.mean_pairwise_cosine(rows)
 
 
 def contraction_bound(eta, lam, r, p):
@@ -127,7 +125,7 @@ def train(H, y, K, n_unseen, optimizer='gd', eta=1.0, lam=0.05, steps=2000, batc
     per-step track of the collapse and of the bound."""
     rng = np.random.default_rng(seed)
     U = rng.normal(size=(K, H.shape[1])) if U is None else np.array(U, dtype=float)
-    seen, unseen = np.arange(K - n_unseen), np.arange(K - n_unseen, K)
+    seen, never = np.arange(K - n_unseen), np.arange(K - n_unseen, K)   # label or never one
     iu, ju = np.triu_indices(n_unseen, k=1)
     m, v = np.zeros_like(U), np.zeros_like(U)          # AdamW moments
     track = {k: [] for k in
@@ -136,15 +134,15 @@ def train(H, y, K, n_unseen, optimizer='gd', eta=1.0, lam=0.05, steps=2000, batc
         idx = np.arange(len(y)) if optimizer == 'gd' else rng.choice(len(y), batch, replace=False)
         Hb, yb = H[idx], y[idx]
         # p and r on the features this step sees: the lemma's hypotheses
-        p = softmax(Hb @ U.T)[:, unseen].max()
+        p = softmax(Hb @ U.T)[:, never].max()
         r = np.linalg.norm(Hb, axis=1).max()
-        for name, rows in (('unseen', U[unseen]), ('seen', U[seen])):
+        for name, rows in (('unseen', U[never]), ('seen', U[seen])):
             d, c = pairwise(rows)
             track['dist_' + name].append(d)
             track['cos_' + name].append(c)
         track['p'].append(p)
         track['r'].append(r)
-        before = np.linalg.norm(U[unseen][iu] - U[unseen][ju], axis=1)
+        before = np.linalg.norm(U[never][iu] - U[never][ju], axis=1)
         g = grad(U, Hb, yb)
         if optimizer == 'adamw':                         # decoupled decay, Adam step (no proof for this)
             m = 0.9 * m + 0.1 * g
@@ -153,7 +151,7 @@ def train(H, y, K, n_unseen, optimizer='gd', eta=1.0, lam=0.05, steps=2000, batc
             U = (1 - eta * lam) * U - eta * m_hat / (np.sqrt(v_hat) + 1e-8)
         else:                                            # the lemma's update
             U = (1 - eta * lam) * U - eta * g
-        after = np.linalg.norm(U[unseen][iu] - U[unseen][ju], axis=1)
+        after = np.linalg.norm(U[never][iu] - U[never][ju], axis=1)
         # the worst pair this step; nan once the rows agree to float precision (nothing left to measure)
         measurable = before.min() > 1e-9 * track['dist_unseen'][0]
         track['ratio'].append((after / before).max() if measurable else np.nan)
@@ -186,7 +184,7 @@ def report(name, tr, claimed=True):
 
 
 def plot_lemma(runs, path):
-    plt = pyplot()
+    plt = unseen.pyplot()
     lams = sorted({lam for _, lam in runs}, reverse=True)
     fig, axes = plt.subplots(2, len(lams), figsize=(5.5 * len(lams), 7), squeeze=False)
     for col, lam in enumerate(lams):
@@ -254,12 +252,194 @@ def lemma(args):
     print(f"plot: {path}  ({time.time() - t0:.0f} s)")
 
 # -----------------------------------------------------------------------------
-# Part 2: a pretrained checkpoint's embeddings, read with numpy
+# Part 2: a pretrained checkpoint's embeddings: the reserved tokens, and the cluster of never-trained
+# tokens found without their names (the files are read by the readers after this part)
+
+
+def find_cluster(W, tight=0.8, sample=8192, seed=0):
+    """The largest tight cluster of rows of W, found without any token's name. Rows are centred (the mean
+    row says nothing about which token a row belongs to) and scaled to length 1. The seed is the row with
+    the most neighbours at cosine > tight (counted against a random sample of rows, so that a large
+    vocabulary costs vocab x sample products, not vocab^2); the centre is the mean of the rows within
+    `tight` of it, recomputed until the members stop changing.
+    Returns (every row's cosine to the centre, member mask), or None when no two rows are that close."""
+    U = unit_rows(W - W.mean(axis=0)).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    cols = U[rng.choice(len(U), min(sample, len(U)), replace=False)]
+    counts = np.concatenate([(U[s:s + 4096] @ cols.T > tight).sum(axis=1) for s in range(0, len(U), 4096)])
+    centre, members = U[counts.argmax()], None
+    for _ in range(50):
+        close = U @ centre
+        if members is not None and np.array_equal(close > tight, members):
+            break
+        members = close > tight
+        centre = unit_rows(U[members].mean(axis=0, keepdims=True))[0]
+    return (close, members) if members.sum() >= 2 else None
+
+
+def unreachable_piece(token):
+    """A WordPiece token BERT's tokenizer can never produce: '##' + one character it always splits off on
+    its own (ASCII or Unicode punctuation, or a CJK ideograph), so the piece never occurs in training."""
+    if len(token) != 3 or not token.startswith('##'):
+        return False
+    o = ord(token[2])
+    cjk = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
+           (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+    return (33 <= o <= 47 or 58 <= o <= 64 or 91 <= o <= 96 or 123 <= o <= 126
+            or unicodedata.category(token[2]).startswith('P') or any(a <= o <= b for a, b in cjk))
+
+
+def token_text(token):
+    """A token as a quoted one-line string: spaces, tabs and newlines visible."""
+    return json.dumps(token, ensure_ascii=False)
+
+
+def open_checkpoint(ckpt):
+    """(name of the embedding matrix, the matrix, the vocabulary checked against it) of a folder."""
+    if not os.path.isdir(ckpt):
+        raise FileNotFoundError(f"checkpoint folder {ckpt} does not exist")
+    name, E = load_embeddings(ckpt)
+    return name, E, load_vocab(ckpt, E)
+
+
+def inspect_checkpoint(args):
+    ckpt = args.checkpoint
+    name, E, vocab = open_checkpoint(ckpt)
+    untied = load_unembedding(ckpt, E)
+    print(f"{ckpt}: {name} {E.shape[0]} x {E.shape[1]}"
+          + (f", untied: {untied[0]}" if untied else " (tied: the same rows are the unembedding)"))
+    os.makedirs(args.out, exist_ok=True)
+    unused = sorted(i for t, i in vocab.items() if UNUSED.match(t) and i < len(E))
+    pairs = reserved_tokens(E, unused, vocab, args.seed) if unused else None
+    if not unused:
+        print("  no reserved [unusedN] / <unusedN> tokens in the vocabulary: only the cluster finder below")
+    W = untied[1] if untied else E
+    found = find_cluster(W, args.tight)
+    plot_unused(pairs, found, unused, args, os.path.join(args.out, 'unused_tokens.png'))
+    if found is None:
+        print(f"  no two rows of the {'unembedding' if untied else 'embedding'} have a centred cosine above "
+              f"{args.tight}: no collapsed cluster")
+        return
+    report_cluster(found, unused, vocab, E if untied else None, args)
+
+
+def reserved_tokens(E, unused, vocab, seed):
+    """Part 2 as the paper does it: the reserved tokens' rows against as many random ordinary rows.
+    Returns (their pairwise cosines, the ordinary ones', how many of each) for the plot, or None."""
+    special = re.compile(r'^(\[.*\]|<.*>)$')
+    ordinary = [i for t, i in vocab.items() if not special.match(t) and i < len(E)]
+    if not ordinary:
+        print("  no ordinary tokens in the vocabulary to compare the reserved ones with")
+        return None
+    rng = np.random.default_rng(seed)
+    sample = rng.choice(ordinary, size=min(len(unused), len(ordinary)), replace=False)
+    zero = [i for i in unused if not np.any(E[i])]
+    if zero:   # a zero row has no direction: as collapsed as rows can be, but no cosine to report
+        print(f"  {len(zero)} of the {len(unused)} unused tokens have all-zero rows "
+              "(no direction, no cosine)")
+        unused = [i for i in unused if np.any(E[i])]
+    if len(unused) < 2:
+        print(f"  {len(unused)} unused token(s) with a nonzero row: too few for a pairwise cosine")
+        return None
+    cos_unused, cos_ordinary = pairwise_cosines(E[unused]), pairwise_cosines(E[sample])
+    for n, rows in ((f'{len(unused)} unused tokens:         ', E[unused]),
+                    (f'{len(sample)} random ordinary tokens:', E[sample])):
+        print(f"  {n} mean pairwise cosine {unseen.mean_pairwise_cosine(rows):.3f}")
+    return cos_unused, cos_ordinary, len(unused), len(sample)
+
+
+def report_cluster(found, unused, vocab, E_in, args):
+    """Print what the cluster finder found and write every token's rank to files in args.out."""
+    close, members = found
+    name_of = {i: t for t, i in vocab.items()}
+    order = np.argsort(-close, kind='stable')
+    is_unused = np.zeros(len(close), bool)
+    is_unused[unused] = True
+    n = int(members.sum())
+    print(f"\nnever-trained tokens, found without their names: the largest cluster of centred rows\n"
+          f"(the rows within cosine {args.tight} of its centre)")
+    print(f"  {n} tokens ({100 * n / len(close):.2f}% of {len(close)}) are in it", end='')
+    if unused:
+        inside = int((members & is_unused).sum())
+        print(f"; {inside} of them are reserved tokens ({inside} of the {len(unused)} reserved tokens in "
+              f"the vocabulary)")
+    else:
+        print()
+    ordinary = [i for i in order[:n] if not is_unused[i]]
+    print(f"  {len(ordinary)} other tokens in it, the closest to the centre first:")
+    for i in ordinary[:args.show]:
+        print(f"    {i:>7}  {token_text(name_of.get(i, f'<id {i}>')):<24} cosine {close[i]:.3f}")
+    if len(ordinary) > args.show:
+        print(f"    ... and {len(ordinary) - args.show} more")
+    unreachable = [i for t, i in vocab.items() if i < len(close) and unreachable_piece(t)]
+    if unreachable:
+        inside = int(members[unreachable].sum())
+        print(f"  a check that needs no names: {inside} of the {len(unreachable)} WordPiece tokens '##' + a "
+              f"punctuation mark or CJK ideograph are in it\n"
+              "    (BERT's tokenizer splits those characters off before WordPiece: "
+              "no text ever becomes them)")
+    if E_in is not None:   # Magikarp's indicator for untied models: a never-used input row gets no gradient
+        norms = np.linalg.norm(E_in, axis=1)
+        print(f"  input-row norm (untied): median {np.median(norms[members]):.3g} in the cluster, "
+              f"{np.median(norms[~members]):.3g} outside it")
+    ranking = os.path.join(args.out, 'token_ranking.tsv')
+    with open(ranking, 'w', encoding='utf-8') as f:
+        f.write('rank\tid\ttoken\tcosine_to_cluster\tin_cluster\treserved\n')
+        for rank, i in enumerate(order):
+            f.write(f"{rank}\t{i}\t{token_text(name_of.get(i, f'<id {i}>'))}\t{close[i]:.4f}\t"
+                    f"{int(members[i])}\t{int(is_unused[i])}\n")
+    others = os.path.join(args.out, 'cluster_other_tokens.txt')
+    with open(others, 'w', encoding='utf-8') as f:
+        f.writelines(f"{i}\t{token_text(name_of.get(i, f'<id {i}>'))}\t{close[i]:.4f}\n" for i in ordinary)
+    print(f"  every token ranked by its cosine to the centre: {ranking}\n"
+          f"  the other tokens in the cluster: {others}")
+
+
+def plot_unused(pairs, found, unused, args, path):
+    """Left: pairwise cosines of the reserved tokens against ordinary ones. Right: every token's cosine
+    to the cluster's centre, reserved tokens in their own colour."""
+    plt = unseen.pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4))
+    if pairs is not None:
+        cos_unused, cos_ordinary, n_unused, n_ordinary = pairs
+        bins = np.linspace(-0.5, 1, 76)
+        axes[0].hist(cos_ordinary, bins=bins, alpha=0.6, density=True,
+                     label=f'{n_ordinary} ordinary tokens (mean {cos_ordinary.mean():.2f})')
+        axes[0].hist(cos_unused, bins=bins, alpha=0.6, density=True,
+                     label=f'{n_unused} unused tokens (mean {cos_unused.mean():.2f})')
+        axes[0].legend()
+    axes[0].set(xlabel='pairwise cosine similarity of input embeddings', ylabel='density',
+                title='reserved tokens' if pairs is not None else 'no reserved tokens to compare')
+    if found is not None:
+        close, members = found
+        reserved = np.zeros(len(close), bool)
+        reserved[unused] = True
+        bins = np.linspace(-0.5, 1, 61)
+        axes[1].hist([close[~reserved], close[reserved]], bins=bins, stacked=True, log=True,
+                     label=['other tokens', 'reserved tokens'])
+        axes[1].axvline(args.tight, color='k', ls='--', lw=1, label=f'cluster: cosine > {args.tight} '
+                        f'({members.sum()} tokens)')
+        axes[1].legend()
+    axes[1].set(xlabel="cosine to the cluster's centre (centred rows)", ylabel='tokens',
+                title='the cluster, found without names' if found is not None else 'no cluster found')
+    where = '/'.join(os.path.normpath(args.checkpoint).split(os.sep)[-2:])
+    fig.suptitle(f"{where}: never-trained tokens collapse")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    print(f"plot: {path}")
+
+# -----------------------------------------------------------------------------
+# Part 2's readers: safetensors and vocabulary files, read with numpy and checked (a damaged or hostile
+# file is one line of error, never a traceback or a silent wrong answer)
 
 SAFETENSORS_DTYPES = {'F32': np.float32, 'F16': np.float16, 'BF16': np.uint16, 'F64': np.float64}
+
 EMBEDDING_NAMES = ('word_embeddings.weight', 'embed_tokens.weight', 'wte.weight', 'tok_embeddings.weight',
                    'shared.weight')
+
 UNEMBEDDING_NAMES = ('lm_head.weight', 'embed_out.weight')   # (and a bare 'output.weight')
+
 UNUSED = re.compile(r'^(\[unused\d+\]|<unused\d+>)$')
 
 
@@ -433,179 +613,6 @@ def read_vocab(ckpt):
         return vocab, path
     raise FileNotFoundError(f"no vocab.txt or tokenizer.json in {ckpt}")
 
-
-def find_cluster(W, tight=0.8, sample=8192, seed=0):
-    """The largest tight cluster of rows of W, found without any token's name. Rows are centred (the mean
-    row says nothing about which token a row belongs to) and scaled to length 1. The seed is the row with
-    the most neighbours at cosine > tight (counted against a random sample of rows, so that a large
-    vocabulary costs vocab x sample products, not vocab^2); the centre is the mean of the rows within
-    `tight` of it, recomputed until the members stop changing.
-    Returns (every row's cosine to the centre, member mask), or None when no two rows are that close."""
-    U = unit_rows(W - W.mean(axis=0)).astype(np.float32)
-    rng = np.random.default_rng(seed)
-    cols = U[rng.choice(len(U), min(sample, len(U)), replace=False)]
-    counts = np.concatenate([(U[s:s + 4096] @ cols.T > tight).sum(axis=1) for s in range(0, len(U), 4096)])
-    centre, members = U[counts.argmax()], None
-    for _ in range(50):
-        close = U @ centre
-        if members is not None and np.array_equal(close > tight, members):
-            break
-        members = close > tight
-        centre = unit_rows(U[members].mean(axis=0, keepdims=True))[0]
-    return (close, members) if members.sum() >= 2 else None
-
-
-def unreachable_piece(token):
-    """A WordPiece token BERT's tokenizer can never produce: '##' + one character it always splits off on
-    its own (ASCII or Unicode punctuation, or a CJK ideograph), so the piece never occurs in training."""
-    if len(token) != 3 or not token.startswith('##'):
-        return False
-    o = ord(token[2])
-    cjk = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
-           (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
-    return (33 <= o <= 47 or 58 <= o <= 64 or 91 <= o <= 96 or 123 <= o <= 126
-            or unicodedata.category(token[2]).startswith('P') or any(a <= o <= b for a, b in cjk))
-
-
-def token_text(token):
-    """A token as a quoted one-line string: spaces, tabs and newlines visible."""
-    return json.dumps(token, ensure_ascii=False)
-
-
-def open_checkpoint(ckpt):
-    """(name of the embedding matrix, the matrix, the vocabulary checked against it) of a folder."""
-    if not os.path.isdir(ckpt):
-        raise FileNotFoundError(f"checkpoint folder {ckpt} does not exist")
-    name, E = load_embeddings(ckpt)
-    return name, E, load_vocab(ckpt, E)
-
-
-def inspect_checkpoint(args):
-    ckpt = args.checkpoint
-    name, E, vocab = open_checkpoint(ckpt)
-    untied = load_unembedding(ckpt, E)
-    print(f"{ckpt}: {name} {E.shape[0]} x {E.shape[1]}"
-          + (f", untied: {untied[0]}" if untied else " (tied: the same rows are the unembedding)"))
-    os.makedirs(args.out, exist_ok=True)
-    unused = sorted(i for t, i in vocab.items() if UNUSED.match(t) and i < len(E))
-    pairs = reserved_tokens(E, unused, vocab, args.seed) if unused else None
-    if not unused:
-        print("  no reserved [unusedN] / <unusedN> tokens in the vocabulary: only the cluster finder below")
-    W = untied[1] if untied else E
-    found = find_cluster(W, args.tight)
-    plot_unused(pairs, found, unused, args, os.path.join(args.out, 'unused_tokens.png'))
-    if found is None:
-        print(f"  no two rows of the {'unembedding' if untied else 'embedding'} have a centred cosine above "
-              f"{args.tight}: no collapsed cluster")
-        return
-    report_cluster(found, unused, vocab, E if untied else None, args)
-
-
-def reserved_tokens(E, unused, vocab, seed):
-    """Part 2 as the paper does it: the reserved tokens' rows against as many random ordinary rows.
-    Returns (their pairwise cosines, the ordinary ones', how many of each) for the plot, or None."""
-    special = re.compile(r'^(\[.*\]|<.*>)$')
-    ordinary = [i for t, i in vocab.items() if not special.match(t) and i < len(E)]
-    if not ordinary:
-        print("  no ordinary tokens in the vocabulary to compare the reserved ones with")
-        return None
-    rng = np.random.default_rng(seed)
-    sample = rng.choice(ordinary, size=min(len(unused), len(ordinary)), replace=False)
-    zero = [i for i in unused if not np.any(E[i])]
-    if zero:   # a zero row has no direction: as collapsed as rows can be, but no cosine to report
-        print(f"  {len(zero)} of the {len(unused)} unused tokens have all-zero rows "
-              "(no direction, no cosine)")
-        unused = [i for i in unused if np.any(E[i])]
-    if len(unused) < 2:
-        print(f"  {len(unused)} unused token(s) with a nonzero row: too few for a pairwise cosine")
-        return None
-    cos_unused, cos_ordinary = pairwise_cosines(E[unused]), pairwise_cosines(E[sample])
-    print(f"  {len(unused)} unused tokens:          mean pairwise cosine {cos_unused.mean():.3f}")
-    print(f"  {len(sample)} random ordinary tokens: mean pairwise cosine {cos_ordinary.mean():.3f}")
-    return cos_unused, cos_ordinary, len(unused), len(sample)
-
-
-def report_cluster(found, unused, vocab, E_in, args):
-    """Print what the cluster finder found and write every token's rank to files in args.out."""
-    close, members = found
-    name_of = {i: t for t, i in vocab.items()}
-    order = np.argsort(-close, kind='stable')
-    is_unused = np.zeros(len(close), bool)
-    is_unused[unused] = True
-    n = int(members.sum())
-    print(f"\nnever-trained tokens, found without their names: the largest cluster of centred rows\n"
-          f"(the rows within cosine {args.tight} of its centre)")
-    print(f"  {n} tokens ({100 * n / len(close):.2f}% of {len(close)}) are in it", end='')
-    if unused:
-        inside = int((members & is_unused).sum())
-        print(f"; {inside} of them are reserved tokens ({inside} of the {len(unused)} reserved tokens in "
-              f"the vocabulary)")
-    else:
-        print()
-    ordinary = [i for i in order[:n] if not is_unused[i]]
-    print(f"  {len(ordinary)} other tokens in it, the closest to the centre first:")
-    for i in ordinary[:args.show]:
-        print(f"    {i:>7}  {token_text(name_of.get(i, f'<id {i}>')):<24} cosine {close[i]:.3f}")
-    if len(ordinary) > args.show:
-        print(f"    ... and {len(ordinary) - args.show} more")
-    unreachable = [i for t, i in vocab.items() if i < len(close) and unreachable_piece(t)]
-    if unreachable:
-        inside = int(members[unreachable].sum())
-        print(f"  a check that needs no names: {inside} of the {len(unreachable)} WordPiece tokens '##' + a "
-              f"punctuation mark or CJK ideograph are in it\n"
-              "    (BERT's tokenizer splits those characters off before WordPiece: "
-              "no text ever becomes them)")
-    if E_in is not None:   # Magikarp's indicator for untied models: a never-used input row gets no gradient
-        norms = np.linalg.norm(E_in, axis=1)
-        print(f"  input-row norm (untied): median {np.median(norms[members]):.3g} in the cluster, "
-              f"{np.median(norms[~members]):.3g} outside it")
-    ranking = os.path.join(args.out, 'token_ranking.tsv')
-    with open(ranking, 'w', encoding='utf-8') as f:
-        f.write('rank\tid\ttoken\tcosine_to_cluster\tin_cluster\treserved\n')
-        for rank, i in enumerate(order):
-            f.write(f"{rank}\t{i}\t{token_text(name_of.get(i, f'<id {i}>'))}\t{close[i]:.4f}\t"
-                    f"{int(members[i])}\t{int(is_unused[i])}\n")
-    others = os.path.join(args.out, 'cluster_other_tokens.txt')
-    with open(others, 'w', encoding='utf-8') as f:
-        f.writelines(f"{i}\t{token_text(name_of.get(i, f'<id {i}>'))}\t{close[i]:.4f}\n" for i in ordinary)
-    print(f"  every token ranked by its cosine to the centre: {ranking}\n"
-          f"  the other tokens in the cluster: {others}")
-
-
-def plot_unused(pairs, found, unused, args, path):
-    """Left: pairwise cosines of the reserved tokens against ordinary ones. Right: every token's cosine
-    to the cluster's centre, reserved tokens in their own colour."""
-    plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4))
-    if pairs is not None:
-        cos_unused, cos_ordinary, n_unused, n_ordinary = pairs
-        bins = np.linspace(-0.5, 1, 76)
-        axes[0].hist(cos_ordinary, bins=bins, alpha=0.6, density=True,
-                     label=f'{n_ordinary} ordinary tokens (mean {cos_ordinary.mean():.2f})')
-        axes[0].hist(cos_unused, bins=bins, alpha=0.6, density=True,
-                     label=f'{n_unused} unused tokens (mean {cos_unused.mean():.2f})')
-        axes[0].legend()
-    axes[0].set(xlabel='pairwise cosine similarity of input embeddings', ylabel='density',
-                title='reserved tokens' if pairs is not None else 'no reserved tokens to compare')
-    if found is not None:
-        close, members = found
-        reserved = np.zeros(len(close), bool)
-        reserved[unused] = True
-        bins = np.linspace(-0.5, 1, 61)
-        axes[1].hist([close[~reserved], close[reserved]], bins=bins, stacked=True, log=True,
-                     label=['other tokens', 'reserved tokens'])
-        axes[1].axvline(args.tight, color='k', ls='--', lw=1, label=f'cluster: cosine > {args.tight} '
-                        f'({members.sum()} tokens)')
-        axes[1].legend()
-    axes[1].set(xlabel="cosine to the cluster's centre (centred rows)", ylabel='tokens',
-                title='the cluster, found without names' if found is not None else 'no cluster found')
-    where = '/'.join(os.path.normpath(args.checkpoint).split(os.sep)[-2:])
-    fig.suptitle(f"{where}: never-trained tokens collapse")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    print(f"plot: {path}")
-
 # -----------------------------------------------------------------------------
 # Part 3: what the collapse costs. Fine-tune the pretrained model on the project's problems, written once in
 # ordinary word pieces and once in never-trained tokens, and count the steps each needs (the paper: Gemma 3
@@ -614,7 +621,10 @@ def plot_unused(pairs, found, unused, args, path):
 # the problem's special tokens as BERT word pieces (each a single piece of its vocabulary)
 FT_SPECIALS = {'<pad>': '[PAD]', '<eos>': '[SEP]', '->': 'then', '.': '.', '?': '?', ':': ':',
                'T': 'true', 'F': 'false'}
+
+BERT_MAX_PARAMS = 400e6   # --finetune: the largest encoder it builds (AdamW keeps 4 copies in memory)
 QUICK_STEPS = 100   # --quick: the ordinary and the reserved names only, this many steps each
+
 PAPER_GEMMA = 'Gemma 3 1B (the paper): ~500 steps to 90% with ordinary tokens, ~5000 with its unused tokens'
 
 
@@ -691,8 +701,9 @@ class Bert(nn.Module):
         return logits, F.cross_entropy(logits, targets[mask])
 
 
-def load_bert(ckpt):
-    """A `Bert` with the weights of a BERT-family checkpoint folder (config.json, safetensors)."""
+def load_bert(ckpt, longest=0):
+    """A `Bert` with the weights of a BERT-family checkpoint folder (config.json, safetensors), checked to
+    read sequences of `longest` tokens."""
     path = os.path.join(ckpt, 'config.json')
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no config.json in {ckpt} (a BERT-family checkpoint folder has one)")
@@ -705,8 +716,15 @@ def load_bert(ckpt):
             or c.get('intermediate_size', 4 * c['hidden_size']) != 4 * c['hidden_size']:
         raise ValueError(f"{path}: a BERT variant this reader does not implement (gelu, intermediate "
                          f"4 x hidden, hidden divisible by the heads)")
-    model = Bert(c['vocab_size'], c['hidden_size'], c['num_attention_heads'], c['num_hidden_layers'],
-                 c['max_position_embeddings'], c.get('layer_norm_eps', 1e-12))
+    V, C, L, P = (c[k] for k in ('vocab_size', 'hidden_size', 'num_hidden_layers', 'max_position_embeddings'))
+    params = L * 12 * C * C + (V + P) * C
+    if params > BERT_MAX_PARAMS:        # checked before anything is allocated
+        raise ValueError(f"{path}: a model of about {params / 1e6:,.0f}M parameters; this demo fine-tunes "
+                         f"encoders of at most {BERT_MAX_PARAMS / 1e6:.0f}M (MiniLM has 22M, BERT-base 110M)")
+    if longest > P:
+        raise ValueError(f"{path}: max_position_embeddings {P}, but these problems take up to {longest} "
+                         "tokens (try a smaller --max-depth)")
+    model = Bert(V, C, c['num_attention_heads'], L, P, c.get('layer_norm_eps', 1e-12))
     want = model.state_dict()
     found = {}
     for name, fn in tensor_files(ckpt).items():
@@ -783,7 +801,7 @@ class Encoder:
 
 def batch(encoder, problems, pad):
     """(x, y) as in unseen.make_batch (the same padding): y is x shifted by one, -1 on the prompt."""
-    return U.pad_batch([encoder.encode(p) for p in problems], pad)
+    return unseen.pad_batch([encoder.encode(p) for p in problems], pad)
 
 
 def problems_in_slots(rng, gen, n):
@@ -794,14 +812,14 @@ def problems_in_slots(rng, gen, n):
 def finetune_arm(ckpt, vocab, names, control, args, log, clock):
     """Fine-tune a fresh copy of the checkpoint on problems written in `names`; stop at 90% or args.ft_steps.
     Returns the curve [(step, accuracy)]."""
+    gen = L.GenConfig(max_depth=args.max_depth, max_premises=1, layout=args.layout)
     torch.manual_seed(args.seed)
-    model = load_bert(ckpt)
+    model = load_bert(ckpt, gen.max_tokens() + 1)         # + [CLS]
     E = model.embeddings.word_embeddings.weight
     if control:
         with torch.no_grad():
             redraw_rows(E, [vocab[t] for t in names], [vocab[t] for t in control], args.seed, args.control)
     enc, pad = Encoder(vocab, names), vocab['[PAD]']
-    gen = L.GenConfig(max_depth=args.max_depth, max_premises=1, layout=args.layout)
     rng = random.Random(args.seed)   # the same problems, in the same order, for every set of names
     test = batch(enc, problems_in_slots(rng, gen, args.ft_test), pad)
     opt = torch.optim.AdamW(model.parameters(), lr=args.ft_lr, weight_decay=0.01)
@@ -809,7 +827,7 @@ def finetune_arm(ckpt, vocab, names, control, args, log, clock):
     for step in range(args.ft_steps + 1):
         if step % args.ft_eval == 0:
             model.eval()
-            curve.append((step, U.exact_match(model, *test).float().mean().item()))   # = greedy
+            curve.append((step, unseen.exact_match(model, *test).float().mean().item()))   # = greedy
             model.train()
             log(f"  step {step:5d} | exact match {100 * curve[-1][1]:5.1f}% | {clock(step)}")
             if curve[-1][1] >= 0.9 or step == args.ft_steps:
@@ -848,7 +866,7 @@ def finetune(args):
     for k, v, control in arms:
         if control:
             continue
-        cos = pairwise_cosines(E[[vocab[t] for t in v]]).mean()
+        cos = unseen.mean_pairwise_cosine(E[[vocab[t] for t in v]])
         print(f"  {k:14s} {' '.join(v[:6])} ... (mean pairwise cosine of the rows {cos:.2f})")
     start, curves, before = time.time(), {}, 0      # before: the steps the earlier sets took
     for a, (k, names, control) in enumerate(arms):
@@ -873,7 +891,7 @@ def finetune(args):
 
 
 def plot_finetune(curves, args, path):
-    plt = pyplot()
+    plt = unseen.pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     for k, curve in curves.items():
         ax.plot(*zip(*[(s, 100 * a) for s, a in curve]), marker='.', label=k)
@@ -888,92 +906,12 @@ def plot_finetune(curves, args, path):
     print(f"plot: {path}")
 
 # -----------------------------------------------------------------------------
-# Part 3 in miniature, run by `unseen.py --grid`: the grid's standard model (its unseen rows collapsed)
-# fine-tuned on problems written in its unseen names, from collapsed, fresh or copied rows
-
-
-@torch.no_grad()
-def set_unseen_rows(model, vocab, start):
-    """The unseen symbols' (un)embedding rows at the start of fine-tuning (see `finetune_small`)."""
-    unseen, seen = torch.tensor(vocab.unseen_ids), torch.tensor(vocab.train_ids)
-    for w in model.embeddings():
-        w.requires_grad_(True)     # fine-tuning trains everything, a frozen model's (un)embeddings too
-        if start == 'fresh':
-            norm = w[seen].norm(dim=1).mean()
-            w[unseen] = F.normalize(torch.randn(len(unseen), w.size(1)), dim=1).to(w) * norm
-        elif start == 'copied':
-            pick = torch.randperm(len(seen))[:len(unseen)] if len(seen) >= len(unseen) else \
-                torch.randint(len(seen), (len(unseen),))      # a pool smaller than the unseen one: repeats
-            w[unseen] = w[seen[pick]]
-        elif start != 'collapsed':
-            raise ValueError(f'unknown start {start!r}')
-    return model
-
-
-def finetune_small(model, vocab, cfg, start, max_steps, eval_every, target=0.9):
-    """Fine-tune a model of unseen.py, pre-trained on the training symbols, on problems written in the
-    unseen symbols, and count the steps until it solves `target` of held-out ones ('all' scenario).
-    `start` says what the unseen (un)embedding rows are at the start:
-        collapsed  as pre-training left them (one shared vector)
-        fresh      re-drawn at random, with the mean norm of the trained training-symbol rows
-        copied     copies of randomly chosen trained training-symbol rows
-    Returns (steps to target or None, history [(step, accuracy)])."""
-    torch.manual_seed(cfg.seed)
-    model = set_unseen_rows(copy.deepcopy(model).train(), vocab, start)
-    ft = replace(cfg, freeze_emb=False, forget_every=0, curriculum=0, steps=max_steps, warmup=0,
-                 eval_every=eval_every)
-    optimizer = U.make_optimizer(model, ft)
-    test = {'all': U.eval_sets(cfg, vocab)['all']}
-    history = []
-
-    def check(step, losses, seconds):
-        history.append((step, U.evaluate(model, vocab, test, cfg.device)['all']))
-        return history[-1][1] >= target
-    data = U.batches(random.Random(cfg.seed + 1), ft, vocab, names=vocab.unseen_names)
-    step = U.train_loop(model, optimizer, ft, data, check)
-    return (step if history[-1][1] >= target else None), history
-
-
-def finetune_small_job(weights, cfg, start, max_steps, eval_every):
-    """`finetune_small` in a worker process with one thread."""
-    torch.set_num_threads(1)
-    return finetune_small(U.make_model(cfg, weights), L.Vocab(cfg.n_symbols), cfg, start, max_steps,
-                          eval_every)
-
-
-def finetune_contrast(model, vocab, cfg, max_steps, eval_every, workers, path):
-    """The three starts, `workers` at a time; their curves drawn to `path`. Returns ({start: dict(steps_to_90,
-    history)}, the markdown table)."""
-    starts = ('collapsed', 'fresh', 'copied')
-    weights = {k: v.cpu() for k, v in model.state_dict().items()}
-    jobs = [(weights, cfg, start, max_steps, eval_every) for start in starts]
-    with mp.get_context('spawn').Pool(min(workers, len(jobs)), initializer=U.ignore_ctrl_c) as pool:
-        ft = dict(zip(starts, pool.starmap(finetune_small_job, jobs)))
-    ft = {start: dict(steps_to_90=steps, history=history) for start, (steps, history) in ft.items()}
-    first = lambda h, level: next((f'{step}' for step, acc in h if acc >= level), f'> {max_steps}')
-    table = '\n'.join(
-        ['| unseen rows at the start | steps to 50% | steps to 90% | accuracy when it stopped |',
-         '|---' * 4 + '|'] + [f"| {k} | {first(v['history'], 0.5)} | {first(v['history'], 0.9)} | "
-                              f"{100 * v['history'][-1][1]:.1f}% |" for k, v in ft.items()])
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for start, v in ft.items():
-        ax.plot(*zip(*[(step, 100 * acc) for step, acc in v['history']]), label=f'{start} rows')
-    ax.axhline(90, color='gray', lw=0.5, ls='--')
-    ax.set(xlabel='fine-tuning step', ylabel='exact match, all names unseen (%)', ylim=(-2, 102),
-           title='fine-tuning on problems in unseen symbols')
-    ax.legend(title='unseen (un)embeddings start as')
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return ft, table
-
-# -----------------------------------------------------------------------------
+# the command line
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description='Lemma 4.1 numerically, and unused-token collapse in a real '
-                                'checkpoint.',
+    p = argparse.ArgumentParser(prog='theory_demo.py', description='Lemma 4.1 numerically, and unused-token '
+                                'collapse in a real checkpoint.',
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument('--optimizers', default='gd,sgd', help='comma-separated: gd, sgd, adamw')
     p.add_argument('--eta', type=float, default=1.0, help='step size')
@@ -1036,17 +974,18 @@ def main(argv=None):
         p.error('--classes, --width, --n and --steps must be at most 10^6')
     if min(args.ft_steps, args.ft_eval, args.ft_batch, args.ft_test) < 1 or not 0 < args.ft_lr < 1:
         p.error('--ft-steps, --ft-eval, --ft-batch and --ft-test must be >= 1, --ft-lr in (0, 1)')
+    if args.ft_steps > 100_000 or args.ft_batch > 1024 or args.ft_test > 10_000:
+        p.error('--ft-steps at most 100000, --ft-batch at most 1024, --ft-test at most 10000 '
+                '(a fine-tuning demo on a CPU)')
+    paths = (('--checkpoint', args.checkpoint), ('--finetune', args.finetune), ('--out', args.out))
+    empty = [f for f, v in paths if v is not None and not v.strip()]
+    if empty:
+        p.error(f"{' '.join(empty)}: an empty path (give a folder name)")
     if not 1 <= args.max_depth <= 6:
         p.error('--max-depth must be 1 to 6')
     if args.checkpoint and args.finetune:
         p.error('--checkpoint and --finetune: one at a time')
-    try:                                   # found now, not after the work: a folder we cannot write to
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, '.write-test'), 'w'):
-            pass
-        os.remove(os.path.join(args.out, '.write-test'))
-    except OSError as e:
-        sys.exit(f"error: --out {args.out}: cannot write there ({e.strerror})")
+    unseen.writable(args.out)              # found now, not after the work: a folder we cannot write to
     if args.checkpoint or args.finetune:
         try:
             inspect_checkpoint(args) if args.checkpoint else finetune(args)

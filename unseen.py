@@ -14,18 +14,22 @@ logits down; under GD or SGD weight decay contracts their differences (the lemma
 normalised step moves them all alike even without weight decay. They end near one shared vector, and
 with tied embeddings the unseen tokens then look alike on the input side too.
 
-Read it top to bottom: config, model (nanoGPT with the identity terms and copy attention), the paper's
-switches on the (un)embeddings, optimiser and schedule, data, evaluation, training, outputs, main(), and
-the paper's table as a list of configurations. An appendix after it holds what main() dispatches to:
---ckpt / --ask / --problems, --grid with the fine-tuning contrast, --bench, and the command line's checks.
+Read it top to bottom as the paper's argument, to main(): config, the model (nanoGPT with the identity
+terms and copy attention), the paper's switches on the (un)embeddings, optimiser and schedule, data,
+evaluation, one training loop, the verdict, main(). After main(), marked sections hold what it calls
+around that argument: the outputs (log line, plan, mistakes, plots, output folder), --ckpt / --ask /
+--problems, --grid (the paper's table, then the fine-tuning contrast), --bench, and the command line.
 """
 
 import argparse
+import copy
 import itertools
 import json
 import math
 import multiprocessing as mp
+from multiprocessing.connection import wait
 import os
+import pickle
 import random
 import signal
 import sys
@@ -64,8 +68,8 @@ class Config:
     tie_emb: bool = True       # unembedding = input embedding (GPT-2 style)
     positions: str = 'learned'  # 'learned': a table of rows added to the input (GPT-2); 'rotary': queries and
                                # keys rotated by position (RoPE), so attention sees only relative offsets
-    shift: int = None          # learned positions: training puts each problem at row 0 or row `shift` of the
-                               # table at random, the tests at row `shift` (train_step); None: by layout
+    shift: int = None          # learned positions: training reads each problem from row 0 or row `shift` of
+                               # the table at random, the tests from row `shift` (why: LAYOUT_DEFAULTS)
     emb_norm: float = 1.0      # mean row norm of the orthogonal (un)embeddings
     # the paper's switches on the (un)embeddings
     freeze_emb: bool = False   # orthogonal init, never updated
@@ -110,14 +114,14 @@ class Config:
         held_out = logic_data.HELD_OUT if self.layout == 'shapes' else ()
         broken = self.broken if step is not None else 0.0   # the tests: the same problems as before --broken
         return logic_data.GenConfig(max_depth=stage, max_premises=self.max_premises, layout=self.layout,
-                                    held_out=held_out, most=most, broken=broken)
+                                    held_out=held_out, shape_caps=most, broken=broken)
 
     def depth_at(self, step):
         """The curriculum: the deepest derivation in the training problems at `step`. Training starts at
         depth 1 and allows one depth more every `curriculum` steps; the tests have every depth throughout."""
         return min(self.max_depth, 1 + step // self.curriculum) if self.curriculum else self.max_depth
 
-    def longest(self):
+    def longest_problems(self):
         """The generator of the longest problems the model reads: chains two steps longer than training has
         (the test of depth beyond training); the template layout: its own. It reads only max_depth,
         max_premises and layout, so config_error calls it on the command line's namespace too."""
@@ -126,38 +130,17 @@ class Config:
 
     def block_size(self):
         """Longest sequence the model reads (the learned position table's size)."""
-        return self.longest().max_tokens()
+        return self.longest_problems().max_tokens()
 
 POSITIONS = ('learned', 'rotary')
-# what each layout needs: problems of every shape take a fourth layer, far more training than one layout, and
-# problems moved two rows along the position table (--shift: else the shortest problem, shorter than any in
-# training, answers where no training problem did, and fails)
+# what each layout needs. Problems of every shape take a fourth layer, more steps and larger batches, Muon,
+# and --shift 2: the shortest test problem is shorter than any in training, and read from row 0 its answer
+# would stand at a position where no training problem has one; training from rows 0 and 2 at random, and
+# testing from row 2, puts every answer where training has put some. The one layout needs none of it.
 LAYOUT_DEFAULTS = {'shapes': dict(steps=7500, batch_size=128, n_layer=4, shift=2, optimizer='muon', lr=1e-2,
                                   curriculum=250, decay=0.4),
                    'template': dict(steps=4000, batch_size=64, n_layer=3, shift=0, optimizer='adamw', lr=2e-3,
                                     curriculum=500, decay=0.25)}
-
-
-def pick_device(name):
-    """auto: CUDA if there is one, else the CPU. Not an Apple GPU (mps): a model this small launches many
-    small kernels a step, which a GPU pays for in latency; unmeasured, so `--device mps` is opt-in."""
-    if name != 'auto':
-        return name
-    return 'cuda' if torch.cuda.is_available() else 'cpu'
-
-
-def pick_precision(name, device):
-    """auto: bfloat16 where the hardware computes it fast (CUDA with bf16, a CPU with AVX512-BF16 or AMX),
-    float32 elsewhere (emulated bfloat16 is slower)."""
-    if name != 'auto':
-        return name
-    if device.startswith('cuda'):
-        return 'bf16' if torch.cuda.is_bf16_supported() else 'fp32'
-    if device == 'cpu':
-        fast = [getattr(torch.cpu, f, lambda: False)()
-                for f in ('_is_avx512_bf16_supported', '_is_amx_tile_supported')]
-        return 'bf16' if any(fast) else 'fp32'
-    return 'fp32'
 
 # -----------------------------------------------------------------------------
 # the model: nanoGPT, with identity terms and copy attention
@@ -280,7 +263,7 @@ class GPT(nn.Module):
         self.cfg = cfg
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(vocab_size, cfg.n_embd),
-            wpe=nn.Embedding(cfg.block_size() + cfg.shift, cfg.n_embd)         # --shift N: N rows more
+            wpe=nn.Embedding(cfg.block_size() + cfg.shift, cfg.n_embd)         # cfg.shift rows more
             if cfg.positions == 'learned' else None,
             h=nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)]),
             ln_f=nn.LayerNorm(cfg.n_embd),
@@ -304,16 +287,16 @@ class GPT(nn.Module):
         """The (un)embedding matrices the paper's switches act on: one if tied, two if not."""
         return list({id(p): p for p in (self.transformer.wte.weight, self.lm_head.weight)}.values())
 
-    def forward(self, idx, targets=None, start=None):
+    def forward(self, idx, targets=None, first_row=None):
         """Logits (B, T, V); with targets (-1 on the prompt), the logits (N, V) at the N target positions only
         (the prompt carries no loss, so training needs no more) and the loss. Learned positions are the rows
-        start, start + 1, ... of the table: start (B, 1) per sequence (train_step's), or --shift's N."""
+        first_row, first_row + 1, ... of the table: (B, 1) per sequence in training, else cfg.shift."""
         with torch.autocast(idx.device.type, dtype=torch.bfloat16, enabled=self.cfg.precision == 'bf16'):
             B, T = idx.size()
             tok_emb = self.transformer.wte(idx)                                      # (B, T, C)
             x = tok_emb                                                              # (B, T, C)
             if self.transformer.wpe is not None:                                     # learned positions
-                first = self.cfg.shift if start is None else start                   # the tests: row N
+                first = self.cfg.shift if first_row is None else first_row
                 x = x + self.transformer.wpe(first + torch.arange(T, device=idx.device))   # (T,) or (B, T)
             for block in self.transformer.h:
                 x = block(x)
@@ -438,10 +421,16 @@ def get_lr(cfg, step):
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
     if cfg.schedule == 'wsd':
-        start = decay_start(cfg)
-        return cfg.lr * (1 - 0.9 * min(1.0, max(0.0, step - start) / (cfg.steps - start)))
+        s = decay_start(cfg)
+        return cfg.lr * (1 - 0.9 * min(1.0, max(0.0, step - s) / (cfg.steps - s)))
     ratio = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
     return cfg.lr * (0.1 + 0.45 * (1 + math.cos(math.pi * min(ratio, 1.0))))
+
+
+def set_lr(optimizer, cfg, step):
+    """Every parameter group at the schedule's rate for `step`, in proportion to its full rate."""
+    for group in optimizer.param_groups:
+        group['lr'] = get_lr(cfg, step) * (group['base_lr'] / cfg.lr)
 
 # -----------------------------------------------------------------------------
 # data
@@ -492,11 +481,11 @@ def shape_sets(cfg, vocab):
                                  max(1, cfg.eval_n // 2), cfg.block_size())
 
 
-def held_out_names(sets):
+def held_out_sets(sets):
     return [name for name in sets if name.startswith('held-out') or name.startswith('every shape')]
 
 # -----------------------------------------------------------------------------
-# evaluation: exact match under greedy decoding, where it goes wrong, and the collapse metric
+# evaluation: exact match under greedy decoding, and the collapse metric
 
 
 @torch.no_grad()
@@ -535,20 +524,20 @@ def generate(model, vocab, prompt_ids, trace=None):
     return idx[0, len(prompt_ids):].tolist()
 
 
-def evaluate(model, vocab, sets, device='cpu', keep=None):
+def evaluate(model, vocab, sets, device='cpu', predictions=None):
     """Exact-match accuracy on each test set, and split by answer: s_T on the provable problems, s_F on the
     unprovable ones (whose chains never contain the query: a model that cannot write an unseen query name
     can still get them right); s_named on those whose chain is not empty (a query that is a fact is
-    answered T with no name written). With a dict as `keep`, keep[s] = (problems, y, predictions) for each
-    set (`target_preds`): the accuracy per position and the mistakes come from this one pass."""
+    answered T with no name written). With a dict as `predictions`, predictions[s] = (problems, y, pred)
+    for each set (`target_preds`): the accuracy per position and the mistakes come from this one pass."""
     model.eval()
     acc = {}
     for s, problems in sets.items():
         x, y = make_batch(problems, vocab, device)
         pred = target_preds(model, x, y)
         ok = (pred == y).all(dim=1)
-        if keep is not None:
-            keep[s] = (problems, y, pred)
+        if predictions is not None:
+            predictions[s] = (problems, y, pred)
         for key, want in ((s, None), (f'{s}_T', True), (f'{s}_F', False), (f'{s}_named', 'chain')):
             sel = [i for i, p in enumerate(problems)
                    if want is None or (bool(p.chain) if want == 'chain' else p.answer == want)]
@@ -561,37 +550,21 @@ def evaluate_shapes(model, vocab, sets, device='cpu'):
     """Exact match on each of `shape_sets`, in training and in unseen names; 'held-out shapes, mean' is the
     mean over the held-out families."""
     acc = {name: evaluate(model, vocab, pair, device) for name, pair in sets.items()}
-    held = held_out_names(sets)
+    held = held_out_sets(sets)
     mean = {s: sum(acc[h][s] for h in held) / len(held) for s in ('none', 'all')}
     return {**{h: acc[h] for h in held}, **({'held-out shapes, mean': mean} if len(held) > 1 else {}), **acc}
 
 
-
-def held_out(shapes):
+def held_out_mean(shapes):
     """What evaluate_shapes says of the held-out shapes: the mean over their families, or the one set."""
-    return shapes.get('held-out shapes, mean') or shapes[held_out_names(shapes)[0]]
-
-def accuracy_by_position(problems, y, pred):
-    """Teacher-forced accuracy at each target position (chain step k, the T/F answer, <eos>), and at each
-    chain step the share of problems where the model stops there instead (writes T or F), from one
-    evaluation: where a model that fails a problem goes wrong."""
-    answers = [logic_data.SPECIALS.index(a) for a in 'TF']
-    counts, stops = {}, {}
-    for i, p in enumerate(problems):
-        for k, t in enumerate((y[i] != -1).nonzero().flatten().tolist()):
-            key = f'step {k + 1}' if k < len(p.chain) else 'answer' if k == len(p.chain) else '<eos>'
-            counts.setdefault(key, []).append(pred[i, t].item() == y[i, t].item())
-            if k < len(p.chain):
-                stops.setdefault(key, []).append(pred[i, t].item() in answers)
-    order = [f'step {k}' for k in range(1, max(len(p.chain) for p in problems) + 1)] + ['answer', '<eos>']
-    mean = lambda d: {k: sum(d[k]) / len(d[k]) for k in order if k in d}
-    return mean(counts), mean(stops)
+    return shapes.get('held-out shapes, mean') or shapes[held_out_sets(shapes)[0]]
 
 
 @torch.no_grad()
 def mean_pairwise_cosine(w):
-    """Mean cosine similarity over all pairs of distinct rows of w: the collapse metric."""
-    u = F.normalize(w.float(), dim=1)
+    """Mean cosine similarity over all pairs of distinct rows of w (a tensor or a numpy array): the
+    collapse metric, here and in theory_demo.py."""
+    u = F.normalize(torch.as_tensor(w).float(), dim=1)
     n = u.size(0)
     return ((u @ u.T).sum().item() - n) / (n * (n - 1))
 
@@ -608,40 +581,18 @@ def rows_stats(model, vocab):
                 norm_unseen=norm[vocab.unseen_ids].mean().item(),
                 norm_train=norm[vocab.train_ids].mean().item())
 
-
-def acc_str(acc, s):
-    """' 98.2% (T  97 F  99)': a scenario's exact match, then on its provable and unprovable problems."""
-    return f"{acc[s]:6.1%} (T {100 * acc[s + '_T']:3.0f} F {100 * acc[s + '_F']:3.0f})"
-
-
-def cos_str(v):
-    """A cosine with 2 decimals; tiny negative values print as 0.00, not -0.00."""
-    return f"{v:.2f}" if round(v, 2) != 0 else "0.00"
-
-
-def rows_str(r):
-    """'unseen-row cosine 0.98 (training rows 0.01), mean norm 0.49 (training rows 0.88)'."""
-    return (f"unseen-row cosine {cos_str(r['cos_unseen'])} (training rows {cos_str(r['cos_train'])}), "
-            f"mean norm {r['norm_unseen']:.2f} (training rows {r['norm_train']:.2f})")
-
-
-def shapes_str(acc):
-    lines = ['problems of shapes never trained on: exact match in training names / unseen names']
-    lines += [f"  {name:<56}{a['none']:7.1%} / {a['all']:6.1%}" for name, a in acc.items()]
-    return '\n'.join(lines)
-
 # -----------------------------------------------------------------------------
 # training
 
 
 def train_step(model, optimizer, x, y):
-    """One AdamW step on one batch (--grad-clip: on the clipped gradient); returns the loss. With --shift N,
-    each problem is read from row 0 or row N of the position table, at random (the tests: row N)."""
-    start = None
+    """One optimiser step on one batch (--grad-clip: on the clipped gradient); returns the loss. Each problem
+    is read from row 0 or row cfg.shift of the position table, at random (Config.shift)."""
+    first_row = None
     if model.cfg.shift:
         back = torch.randint(0, 2, (x.size(0), 1), device=x.device)    # these problems step back to row 0
-        start = model.cfg.shift * (1 - back)                            # (B, 1)
-    _, loss = model(x, y, start)
+        first_row = model.cfg.shift * (1 - back)                        # (B, 1)
+    _, loss = model(x, y, first_row)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if model.cfg.grad_clip:
@@ -650,75 +601,38 @@ def train_step(model, optimizer, x, y):
     return loss.item()
 
 
-def train_loop(model, optimizer, cfg, data, on_eval):
-    """The one training loop (runs, fine-tuning and --bench share it): for each of cfg.steps steps, the
-    resets of --forget-every, the lr schedule and one AdamW step on the next batch of `data`. Every
-    cfg.eval_every steps and at the end it calls on_eval(step, losses, seconds) with the losses and the
-    seconds per step since the last call; if that returns True, it stops there. Returns the last step."""
-    losses, seconds = [], []
+def train(cfg, log=print, predictions=None):
+    """Train one model; returns (model, vocab, history), history a list of dicts, one per evaluation. Every
+    cfg.eval_every steps and at the end: exact match on the test sets, the collapse metric, and a line in
+    the log. With a dict as `predictions`, the last evaluation's predictions go there (`evaluate`)."""
+    vocab = logic_data.Vocab(cfg.n_symbols)
+    model = make_model(cfg)
+    optimizer = make_optimizer(model, cfg)
+    data = batches(random.Random(cfg.seed), cfg, vocab)
+    sets = eval_sets(cfg, vocab)
+    history, losses, seconds, t0 = [], [], [], time.time()
     for step in range(cfg.steps + 1):
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            if on_eval(step, losses, seconds) or step == cfg.steps:
-                return step
+            acc = evaluate(model, vocab, sets, cfg.device, predictions)
+            loss = sum(losses) / len(losses) if losses else float('nan')      # step 0: nothing trained yet
+            ms = 1000 * sum(seconds) / max(1, len(seconds))
+            history.append(dict(step=step, loss=loss, **acc, **rows_stats(model, vocab), ms_per_step=ms,
+                                elapsed=time.time() - t0))
+            log(progress_line(history[-1], cfg.steps))
             losses, seconds = [], []
+        if step == cfg.steps:
+            return model, vocab, history
         if forgets_at(cfg, step):    # after the evaluation: it measures what the last embeddings learned
             forget_embeddings(model, optimizer)
-        for group in optimizer.param_groups:
-            group['lr'] = get_lr(cfg, step) * (group['base_lr'] / cfg.lr)   # AdamW's: * 1.0
+        set_lr(optimizer, cfg, step)
         t = time.time()
         losses.append(train_step(model, optimizer, *next(data)))
         if not math.isfinite(losses[-1]):   # diverged: no checkpoint, no verdict on garbage
             raise FloatingPointError(f"the loss became {losses[-1]} at step {step + 1} (try a smaller --lr)")
         seconds.append(time.time() - t)
 
-
-def progress_line(h, steps):
-    """The line a run prints at each evaluation, from its entry in the history."""
-    left = f"{h['elapsed'] / h['step'] * (steps - h['step']) / 60:4.1f} min left" if h['step'] else ''
-    return (f"step {h['step']:5d} | loss {h['loss']:.4f} | {h['ms_per_step']:5.1f} ms/step | exact match "
-            + ' '.join(f"{s} {acc_str(h, s)}" for s in logic_data.SCENARIOS) + " | "
-            f"cos unseen {cos_str(h['cos_unseen']):>5} train {cos_str(h['cos_train']):>5} | {left}")
-
-
-def train(cfg, log=print, last_eval=None):
-    """Train one model; returns (model, vocab, history), history a list of dicts, one per evaluation. With
-    a dict as `last_eval`, the last evaluation's per-token results go there (see `evaluate`)."""
-    vocab = logic_data.Vocab(cfg.n_symbols)
-    model = make_model(cfg)
-    optimizer = make_optimizer(model, cfg)
-    sets = eval_sets(cfg, vocab)
-    history, t0 = [], time.time()
-
-    def log_eval(step, losses, seconds):
-        acc = evaluate(model, vocab, sets, cfg.device, keep=last_eval)
-        rows = rows_stats(model, vocab)
-        loss = sum(losses) / len(losses) if losses else float('nan')   # nan at step 0: nothing trained yet
-        ms = 1000 * sum(seconds) / max(1, len(seconds))
-        elapsed = time.time() - t0
-        history.append(dict(step=step, loss=loss, **acc, **rows, ms_per_step=ms, elapsed=elapsed))
-        log(progress_line(history[-1], cfg.steps))
-
-    train_loop(model, optimizer, cfg, batches(random.Random(cfg.seed), cfg, vocab), log_eval)
-    return model, vocab, history
-
 # -----------------------------------------------------------------------------
-# outputs: the verdict, the mistakes, the plots, the checkpoint
-
-
-def run_name(cfg):
-    """The switches of a run, e.g. 'copy-attn + freeze-emb' ('standard' if none)."""
-    on = [('no-identity', not cfg.identity), ('copy-attn', cfg.copy_attn and cfg.copy_form == 'residual'),
-          ('copy-pointer', cfg.copy_attn and cfg.copy_form == 'pointer'), ('freeze-emb', cfg.freeze_emb),
-          ('untied', not cfg.tie_emb),
-          (f'forget-every {cfg.forget_every}', cfg.forget_every),
-          (f'until {cfg.forget_until}', cfg.forget_every and cfg.forget_until)]
-    return ' + '.join(name for name, flag in on if flag) or 'standard'
-
-
-def attention_summary(cfg):
-    """What the run's attention has, in words: 'identity terms on, copy attention off'."""
-    return (f"identity terms {'on' if cfg.identity else 'off'}, "
-            f"copy attention {cfg.copy_form + ' form' if cfg.copy_attn else 'off'}")
+# the verdict, and main
 
 
 def verdict(cfg, history, headline, shapes=None):
@@ -747,7 +661,7 @@ def verdict(cfg, history, headline, shapes=None):
             lines.append(f"         (on the problems whose chain writes a name: {named:.1%}; the others ask "
                          "about a fact: T, with no name to write.)")
         if shapes:
-            held = held_out(shapes)
+            held = held_out_mean(shapes)
             lines.append(f"         on shapes it never trained on it solves {held['none']:.1%} in training "
                          f"symbols, {held['all']:.1%} in unseen ones.")
     if last['cos_unseen'] > 0.5 and not cfg.freeze_emb:
@@ -760,10 +674,128 @@ def verdict(cfg, history, headline, shapes=None):
     return '\n'.join(lines)
 
 
+def main(argv=None):
+    args = parse_args(argv)
+    if args.ckpt:     # a trained model: one problem (--ask), a file of them (--problems), or its test sets
+        return evaluate_checkpoint(args)
+    if args.grid:     # the paper's whole table
+        return main_grid(args, argv)
+    cfg = config_from_args(args)
+    if args.bench:
+        return print(f"training-loop throughput, {run_name(cfg)}, on {cfg.device}\n\n{bench(cfg)}")
+    out, created = output_folder(args.out, run_name(cfg))
+    print(plan(cfg, out))
+    t0, predictions = time.time(), {}
+    try:
+        model, vocab, history = train(cfg, predictions=predictions)
+    except (FloatingPointError, KeyboardInterrupt) as e:   # stop with one line; leave no empty run folder
+        if created and not os.listdir(out):
+            os.rmdir(out)
+        sys.exit(f"error: {str(e) or 'interrupted'}; nothing was saved")
+    wall = time.time() - t0
+    shapes = evaluate_shapes(model, vocab, shape_sets(cfg, vocab), cfg.device)
+    save_checkpoint(os.path.join(out, 'ckpt.pt'), model, cfg, history, shapes)
+    plot(history, os.path.join(out, 'training.png'), f'{run_name(cfg)}, verdict on --unseen {args.unseen}')
+    plot_rows(model, cfg, vocab, os.path.join(out, 'ckpt_rows.png'))
+    print(verdict(cfg, history, args.unseen, shapes))
+    print(f"trained in {duration(wall)}")
+    mistakes(model, vocab, args.unseen, predictions)
+    print(f"\nwrote {out}/ckpt.pt, {out}/training.png and {out}/ckpt_rows.png; try:\n"
+          f"  python unseen.py --ckpt {out}/ckpt.pt --ask '{TRY_PROBLEM}'")
+
+
+# =============================================================================
+# AFTER THE PATH: what main() calls around the paper's argument: outputs, --ckpt / --ask / --problems,
+# --grid, --bench, and the command line's checks
+
+
+# =============================================================================
+
+# -----------------------------------------------------------------------------
+# outputs: the log line, the plan, the mistakes, the plots, the checkpoint, the output folder
+
+
+def progress_line(h, steps):
+    """The line a run prints at each evaluation, from its entry in the history."""
+    left = f"{h['elapsed'] / h['step'] * (steps - h['step']) / 60:4.1f} min left" if h['step'] else ''
+    loss = f"{h['loss']:.4f}" if h['step'] else '   -  '     # step 0: nothing trained yet
+    ms = f"{h['ms_per_step']:5.1f}" if h['step'] else '    -'
+    return (f"step {h['step']:5d} | loss {loss} | {ms} ms/step | exact match "
+            + ' '.join(f"{s} {acc_str(h, s)}" for s in logic_data.SCENARIOS) + " | "
+            f"cos unseen {cos_str(h['cos_unseen']):>5} train {cos_str(h['cos_train']):>5} | {left}")
+
+
+def acc_str(acc, s):
+    """' 98.2% (T  97 F  99)': a scenario's exact match, then on its provable and unprovable problems."""
+    return f"{acc[s]:6.1%} (T {100 * acc[s + '_T']:3.0f} F {100 * acc[s + '_F']:3.0f})"
+
+
+def cos_str(v):
+    """A cosine with 2 decimals; tiny negative values print as 0.00, not -0.00."""
+    return f"{v:.2f}" if round(v, 2) != 0 else "0.00"
+
+
+def rows_str(r):
+    """'unseen-row cosine 0.98 (training rows 0.01), mean norm 0.49 (training rows 0.88)'."""
+    return (f"unseen-row cosine {cos_str(r['cos_unseen'])} (training rows {cos_str(r['cos_train'])}), "
+            f"mean norm {r['norm_unseen']:.2f} (training rows {r['norm_train']:.2f})")
+
+
+def shapes_str(acc):
+    lines = ['problems of shapes never trained on: exact match in training names / unseen names']
+    lines += [f"  {name:<56}{a['none']:7.1%} / {a['all']:6.1%}" for name, a in acc.items()]
+    return '\n'.join(lines)
+
+
+def run_name(cfg):
+    """The switches of a run, e.g. 'copy-attn + freeze-emb' ('standard' if none)."""
+    on = [('no-identity', not cfg.identity), ('copy-attn', cfg.copy_attn and cfg.copy_form == 'residual'),
+          ('copy-pointer', cfg.copy_attn and cfg.copy_form == 'pointer'), ('freeze-emb', cfg.freeze_emb),
+          ('untied', not cfg.tie_emb),
+          (f'forget-every {cfg.forget_every}', cfg.forget_every),
+          (f'until {cfg.forget_until}', cfg.forget_every and cfg.forget_until)]
+    return ' + '.join(name for name, flag in on if flag) or 'standard'
+
+
+def attention_summary(cfg):
+    """What the run's attention has, in words: 'identity terms on, copy attention off'."""
+    return (f"identity terms {'on' if cfg.identity else 'off'}, "
+            f"copy attention {cfg.copy_form + ' form' if cfg.copy_attn else 'off'}")
+
+
 def duration(seconds):
     """'14 min 0 s' for 839.6 seconds (rounded first: not '13 min 60 s')."""
     minutes, seconds = divmod(round(seconds), 60)
     return f"{minutes} min {seconds} s"
+
+TRY_PROBLEM = 'u92 . u29 . u75 -> u13 . u40 -> u3 . u92 -> u75 . u40 -> u2 . ? u3'   # the closing line's
+
+
+def plan(cfg, out):
+    """What a run is about to do, in the words of its first lines."""
+    n_params = sum(p.numel() for p in make_model(replace(cfg, device='cpu')).parameters())
+    lines = [f"model: {run_name(cfg)} ({n_params / 1e3:.0f}k parameters); {cfg.steps} steps on {cfg.device} "
+             f"in {cfg.precision}, {cfg.n_symbols} training symbols, 100 unseen; writing to {out}"]
+    if cfg.curriculum and cfg.max_depth > 1:
+        most = cfg.gen_config(0).shape_caps
+        shapes = f" (at most {most[0]} facts, {most[1]} side and {most[2]} dead rules)" if most else ''
+        lines.append(f"a curriculum: training problems of depth 1{shapes} at first, one depth more every "
+                     f"{cfg.curriculum} steps, every depth 1-{cfg.max_depth}{' and shape' * bool(shapes)} "
+                     f"from step {(cfg.max_depth - 1) * cfg.curriculum} (the tests have every depth from the "
+                     "start)")
+    decay = (f"the full rate until step {round(decay_start(cfg))}, then linearly down to a tenth"
+             if cfg.schedule == 'wsd' else "then a cosine decay to a tenth")
+    if cfg.steps <= cfg.warmup:
+        decay = f"which this {cfg.steps}-step run ends inside"
+    rates = f"Muon {cfg.muon_lr:g} on the blocks' matrices, AdamW {cfg.lr:g} on the rest" \
+        if cfg.optimizer == 'muon' else f"AdamW {cfg.lr:g}"
+    lines.append(f"{rates}: a {cfg.warmup}-step warmup, {decay} (--schedule {cfg.schedule})")
+    if cfg.shift:
+        lines.append(f"each training problem starts at row 0 or row {cfg.shift} of the position table at "
+                     f"random, the tests at row {cfg.shift} (--shift)")
+    lines.append(f"{attention_summary(cfg)} (a = {cfg.identity_a:g}, b = {cfg.identity_b:g} at the start; "
+                 "--no-identity: the textbook attention)" if cfg.identity else attention_summary(cfg))
+    return '\n       '.join(lines)
 
 
 def marked(vocab, tokens):
@@ -781,10 +813,27 @@ def show(vocab, p, out):
     return out == want
 
 
-def mistakes(model, vocab, scenario, tested, n=3):
-    """Where the model goes wrong on a test scenario, from its last evaluation (`evaluate`'s keep): the
+def accuracy_by_position(problems, y, pred):
+    """Teacher-forced accuracy at each target position (chain step k, the T/F answer, <eos>), and at each
+    chain step the share of problems where the model stops there instead (writes T or F), from one
+    evaluation: where a model that fails a problem goes wrong."""
+    answers = [logic_data.SPECIALS.index(a) for a in 'TF']
+    counts, stops = {}, {}
+    for i, p in enumerate(problems):
+        for k, t in enumerate((y[i] != -1).nonzero().flatten().tolist()):
+            key = f'step {k + 1}' if k < len(p.chain) else 'answer' if k == len(p.chain) else '<eos>'
+            counts.setdefault(key, []).append(pred[i, t].item() == y[i, t].item())
+            if k < len(p.chain):
+                stops.setdefault(key, []).append(pred[i, t].item() in answers)
+    order = [f'step {k}' for k in range(1, max(len(p.chain) for p in problems) + 1)] + ['answer', '<eos>']
+    mean = lambda d: {k: sum(d[k]) / len(d[k]) for k in order if k in d}
+    return mean(counts), mean(stops)
+
+
+def mistakes(model, vocab, scenario, predictions, n=3):
+    """Where the model goes wrong on a test scenario, from its last evaluation (`evaluate`'s predictions): the
     teacher-forced accuracy per position, and its first n wrong problems under greedy decoding."""
-    problems, y, pred = tested[scenario]
+    problems, y, pred = predictions[scenario]
     right, stops = accuracy_by_position(problems, y, pred)
     print(f"\nteacher-forced accuracy per target position ({scenario}): " +
           ' | '.join(f"{k} {v:.1%}" for k, v in right.items()))
@@ -830,12 +879,12 @@ def plot_rows(model, cfg, vocab, path):
     """The collapse as a picture: the unembedding rows (as unit vectors: the collapse metric is the cosine)
     projected on their first two principal components, at the start of training (rebuilt from the seed)
     and at the end."""
-    start = make_model(replace(cfg, device='cpu')).lm_head.weight
+    initial = make_model(replace(cfg, device='cpu')).lm_head.weight
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.6))
     pick = torch.randperm(len(vocab.train_ids), generator=torch.Generator().manual_seed(0))[:1000]
     train_ids = torch.tensor(vocab.train_ids)[pick]                 # 1000 of the training rows: enough to see
-    panels = ((axes[0], start, 'start of training'), (axes[1], model.lm_head.weight, 'end of training'))
+    panels = ((axes[0], initial, 'start of training'), (axes[1], model.lm_head.weight, 'end of training'))
     for ax, w, when in panels:
         u = F.normalize(w.detach().float().cpu(), dim=1)
         x = u - u.mean(0)
@@ -866,205 +915,29 @@ def output_folder(out, name):
     taken = [f for f in ('ckpt.pt', 'training.png', 'ckpt_rows.png') if os.path.isdir(os.path.join(out, f))]
     if taken:
         sys.exit(f"error: --out {out}: {taken[0]} there is a folder; the run would save nothing")
-    try:
-        os.makedirs(out, exist_ok=True)
-        with open(os.path.join(out, '.write-test'), 'w'):
-            pass
-        os.remove(os.path.join(out, '.write-test'))
-    except OSError as e:
-        sys.exit(f"error: --out {out}: cannot write there ({e.strerror})")
+    writable(out)
     return out, created
 
-# -----------------------------------------------------------------------------
-# main
 
-TRY_PROBLEM = 'u92 . u29 . u75 -> u13 . u40 -> u3 . u92 -> u75 . u40 -> u2 . ? u3'   # the closing line's
-
-
-def plan(cfg, out):
-    """What a run is about to do, in the words of its first lines."""
-    n_params = sum(p.numel() for p in make_model(replace(cfg, device='cpu')).parameters())
-    lines = [f"model: {run_name(cfg)} ({n_params / 1e3:.0f}k parameters); {cfg.steps} steps on {cfg.device} "
-             f"in {cfg.precision}, {cfg.n_symbols} training symbols, 100 unseen; writing to {out}"]
-    if cfg.curriculum and cfg.max_depth > 1:
-        most = cfg.gen_config(0).most
-        shapes = f" (at most {most[0]} facts, {most[1]} side and {most[2]} dead rules)" if most else ''
-        lines.append(f"a curriculum: training problems of depth 1{shapes} at first, one depth more every "
-                     f"{cfg.curriculum} steps, every depth 1-{cfg.max_depth}{' and shape' * bool(shapes)} "
-                     f"from step {(cfg.max_depth - 1) * cfg.curriculum} (the tests have every depth from the "
-                     "start)")
-    decay = (f"the full rate until step {round(decay_start(cfg))}, then linearly down to a tenth"
-             if cfg.schedule == 'wsd' else "then a cosine decay to a tenth")
-    if cfg.steps <= cfg.warmup:
-        decay = f"which this {cfg.steps}-step run ends inside"
-    rates = f"Muon {cfg.muon_lr:g} on the blocks' matrices, AdamW {cfg.lr:g} on the rest" \
-        if cfg.optimizer == 'muon' else f"AdamW {cfg.lr:g}"
-    lines.append(f"{rates}: a {cfg.warmup}-step warmup, {decay} (--schedule {cfg.schedule})")
-    if cfg.shift:
-        lines.append(f"each training problem starts at row 0 or row {cfg.shift} of the position table at "
-                     f"random, the tests at row {cfg.shift} (--shift)")
-    lines.append(f"{attention_summary(cfg)} (a = {cfg.identity_a:g}, b = {cfg.identity_b:g} at the start; "
-                 "--no-identity: the textbook attention)" if cfg.identity else attention_summary(cfg))
-    return '\n       '.join(lines)
-
-
-def main(argv=None):
-    sys.stdout.reconfigure(line_buffering=True)   # each progress line shows at once, in a pipe or a file too
-    args = parse_args(argv)
-    if args.ckpt:     # a trained model: one problem (--ask), a file of them (--problems), or its test sets
-        return evaluate_checkpoint(args)
-    if args.grid:
-        try:
-            return main_grid(args, argv)
-        except KeyboardInterrupt:
-            sys.exit(f"error: interrupted; the finished runs are kept in {args.out}/grid_runs.jsonl; "
-                     "to finish: "
-                     f"python unseen.py --grid{' --quick' if args.quick else ''}"
-                     f"{f' --seeds {args.seeds}' if args.seeds else ''} --resume {args.out}")
-    cfg = config_from_args(args)
-    if args.bench:
-        return print(f"training-loop throughput, {run_name(cfg)}, on {cfg.device}\n\n{bench(cfg)}")
-    out, created = output_folder(args.out, run_name(cfg))
-    print(plan(cfg, out))
-    t0, tested = time.time(), {}
+def writable(folder, size=1 << 20):
+    """Make `folder` and prove now, before the work, that it takes real bytes (`size` of them, flushed to
+    the disk: an empty file would pass on a full disk); else one line of error naming it."""
+    test = os.path.join(folder, '.write-test')
     try:
-        model, vocab, history = train(cfg, last_eval=tested)
-    except (FloatingPointError, KeyboardInterrupt) as e:   # stop with one line; leave no empty run folder
-        if created and not os.listdir(out):
-            os.rmdir(out)
-        sys.exit(f"error: {str(e) or 'interrupted'}; nothing was saved")
-    wall = time.time() - t0
-    shapes = evaluate_shapes(model, vocab, shape_sets(cfg, vocab), cfg.device)
-    save_checkpoint(os.path.join(out, 'ckpt.pt'), model, cfg, history, shapes)
-    plot(history, os.path.join(out, 'training.png'), f'{run_name(cfg)}, verdict on --unseen {args.unseen}')
-    plot_rows(model, cfg, vocab, os.path.join(out, 'ckpt_rows.png'))
-    print(verdict(cfg, history, args.unseen, shapes))
-    print(f"trained in {duration(wall)}")
-    mistakes(model, vocab, args.unseen, tested)
-    print(f"\nwrote {out}/ckpt.pt, {out}/training.png and {out}/ckpt_rows.png; try:\n"
-          f"  python unseen.py --ckpt {out}/ckpt.pt --ask '{TRY_PROBLEM}'")
-
-
-def config_from_args(args):
-    names = {f.name for f in fields(Config)}
-    return Config(**{k: v for k, v in vars(args).items() if k in names}, tie_emb=not args.untie_emb)
-
-
-def parse_args(argv=None):
-    """The command line: its flags here, its checks in check_args (appendix D)."""
-    d = Config()
-    p = argparse.ArgumentParser(description='Train a transformer on Horn-clause logic and test it on unseen '
-                                'symbols.', formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    a = p.add_argument
-    by_layout = lambda key: '%(default)s: by --layout, ' + ', '.join(f'{layout} {v[key]}'
-                                                                     for layout, v in LAYOUT_DEFAULTS.items())
-    a('--unseen', choices=logic_data.SCENARIOS, default='all', help='test scenario the verdict reports')
-    a('--copy-attn', action='store_true', help='add copy attention (it copies raw input tokens)')
-    a('--copy-form', choices=('residual', 'pointer'), default=d.copy_form, help='residual: add the attended '
-      "raw embeddings to the residual stream; pointer: add copy logits for the attended tokens' ids")
-    a('--identity', action=argparse.BooleanOptionalAction, default=d.identity,
-      help="Boix-Adsera et al.'s identity terms (a_h I, b_h I) in every attention head")
-    a('--identity-a', type=float, default=d.identity_a, help="a_h at the start (match equal tokens)")
-    a('--identity-b', type=float, default=d.identity_b, help='b_h at the start (copy the matched tokens)')
-    a('--positions', choices=POSITIONS, default=d.positions, help='learned: a table of '
-      'position rows added to the input; rotary: queries and keys rotated by position (relative offsets)')
-    a('--shift', type=int, default=None, metavar='N', help=by_layout('shift') + ' (learned positions): '
-      'training puts each problem at row 0 or row N of the position table at random, the tests at row N '
-      '(keep N even: every prompt has an odd length, and the models read parity)')
-    a('--emb-norm', type=float, default=d.emb_norm, help='mean row norm of the orthogonal (un)embeddings')
-    a('--freeze-emb', action='store_true', help='orthogonal (un)embeddings, never updated')
-    a('--untie-emb', action='store_true',
-      help='separate input embedding and unembedding (two matrices that start equal)')
-    a('--forget-every', type=int, default=0, metavar='K', help='reset (un)embeddings every K steps')
-    a('--forget-until', type=int, default=0, metavar='N', help='no resets after step N (0: never stop)')
-    a('--n-symbols', type=int, default=d.n_symbols, help='training symbol pool (diversity)')
-    a('--max-depth', type=int, default=d.max_depth, help='longest planted derivation')
-    a('--max-premises', type=int, default=d.max_premises, help='premises per rule (1 to 3)')
-    a('--curriculum', type=int, default=None, metavar='N', help=by_layout('curriculum') + ': training '
-      'problems start at depth 1, one depth more every N steps (0: every depth from the start)')
-    a('--broken', type=float, default=d.broken, help='share of the unprovable problems whose planted path '
-      'breaks at a random step (the chain stops early or never starts)')
-    a('--layout', choices=logic_data.LAYOUTS, default=d.layout, help='shapes: problems of many shapes; '
-      'template: the one layout of earlier versions (2 facts, the path, 2 dead rules)')
-    a('--shape-curriculum', action=argparse.BooleanOptionalAction, default=d.shape_curriculum,
-      help='with --curriculum: small shapes first (at most 2 facts, no side and 1 dead rule), every shape '
-      'from the last stage')
-    a('--n-layer', type=int, default=None, help=by_layout('n_layer'))
-    a('--n-head', type=int, default=d.n_head)
-    a('--n-embd', type=int, default=d.n_embd, help='model width')
-    a('--steps', type=int, default=None, help=by_layout('steps'))
-    a('--batch-size', type=int, default=None, help=by_layout('batch_size'))
-    a('--optimizer', choices=('muon', 'adamw'), default=None, help=by_layout('optimizer') + ": muon: Muon on "
-      "the blocks' matrices, AdamW on the rest (the (un)embeddings included); adamw: AdamW on everything")
-    a('--lr', type=float, default=None, help=by_layout('lr') + ": AdamW's rate")
-    a('--muon-lr', type=float, default=d.muon_lr, help="Muon's rate (with --optimizer muon)")
-    a('--schedule', choices=('wsd', 'cosine'), default=d.schedule, help='after the warmup, wsd: the full lr, '
-      'then a linear decay to a tenth over the last --decay of the steps; cosine: a cosine decay to a tenth')
-    a('--decay', type=float, default=None, help=by_layout('decay') + ': with --schedule wsd, the share of '
-      'the steps over which the rate decays')
-    a('--weight-decay', type=float, default=d.weight_decay, help='AdamW decay, (un)embeddings included')
-    a('--grad-clip', type=float, default=d.grad_clip, help='clip the global gradient norm (0: never)')
-    a('--eval-every', type=int, default=d.eval_every)
-    a('--eval-n', type=int, default=d.eval_n, help='test problems per scenario')
-    a('--seed', type=int, default=d.seed)
-    a('--device', default='auto', help='auto, cpu, cuda or mps')
-    a('--precision', choices=('auto', 'fp32', 'bf16'), default='auto', help='bf16: matrix products in '
-      'bfloat16 (autocast); auto: bf16 where the hardware is fast at it')
-    a('--out', default=None, help='output folder; %(default)s: runs/<time>_<switches>')
-    a('--ask', metavar='TEXT', help="solve one problem, e.g. 'u1 . u1 -> u2 . ? u2', with --ckpt")
-    a('--problems', metavar='FILE', help='with --ckpt: solve every problem in FILE (one per line: the text '
-      'form, or JSON lines from logic_data.py --jsonl)')
-    a('--ckpt', metavar='PATH', help='checkpoint written by a training run: evaluate it on the three '
-      'scenarios and the shapes it never trained on (mistakes shown for --unseen), or solve one problem '
-      'with --ask, or a file with --problems')
-    a('--grid', action='store_true', help="train every configuration of the paper's table (2 seeds each, on "
-      'problems of every shape) and run the fine-tuning contrast; writes grid.md, grid.json, grid.png, '
-      'finetune.png (~75 min on 2 CPU cores in bf16; with --layout template, the one-layout model: ~27 min)')
-    a('--quick', action='store_true', help='with --grid: one seed, fewer steps (about 11 min)')
-    a('--seeds', type=int, default=None, help='with --grid: seeds per row (default 2, 1 with --quick)')
-    a('--resume', metavar='DIR', help='with --grid: finish an interrupted grid in DIR (same --quick and '
-      '--seeds), training only the runs it does not have yet')
-    a('--bench', action='store_true',
-      help='measure training-loop tokens/s for each speed lever (the switches pick the model)')
-    args = p.parse_args(argv)
-    check_args(p, args)
-    return args
+        os.makedirs(folder, exist_ok=True)
+        with open(test, 'wb') as f:
+            f.write(bytes(size))
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        sys.exit(f"error: --out {folder}: cannot write there ({e.strerror or e})")
+    finally:
+        if os.path.isfile(test):
+            os.remove(test)
 
 # -----------------------------------------------------------------------------
-# the paper's table: every configuration the paper compares, as a list (run by --grid, appendix B)
+# --ckpt (a trained model on its test sets), --ask (one problem, step by step), --problems (a file)
 
-# one common setting for every row: the demo's model (4 layers), problems of every shape, symbol pool and
-# schedule, on shallower derivations (depth 1-2) and 4000 steps, so that 2 seeds of every row fit in about
-# 75 minutes on 2 CPU cores in bf16; --quick, for a class: one seed, 1200 steps
-GRID_TRAINING = dict(optimizer='adamw', lr=2e-3, curriculum=500, decay=0.25, broken=0.0)   # as measured
-GRID = dict(n_symbols=5000, max_depth=2, steps=4000, eval_every=1000, eval_n=500, **GRID_TRAINING)
-GRID_QUICK = dict(n_symbols=5000, max_depth=2, steps=1200, eval_every=600, eval_n=300, **GRID_TRAINING)
-GRID_FORGET_EVERY = 100                          # forget-until stops resetting halfway through
-GRID_FEW_SYMBOLS = 1000                          # a smaller training pool, for freeze-emb: diversity
-GRID_FT, GRID_FT_QUICK = (1500, 50), (300, 50)   # fine-tuning: most steps, evaluate every
-
-
-def grid_rows(base):
-    """(label, config) for every row of the table."""
-    c = lambda **kw: replace(base, **kw)
-    K, N = GRID_FORGET_EVERY, base.steps // 2
-    copy_attn, pointer = dict(copy_attn=True), dict(copy_attn=True, copy_form='pointer')
-    rows = [c(), c(identity=False),                                  # what the identity terms buy
-            c(**copy_attn), c(**pointer),                            # copy attention alone, both forms
-            c(freeze_emb=True), c(freeze_emb=True, **copy_attn),     # frozen (un)embeddings
-            c(forget_every=K), c(forget_every=K, forget_until=N),    # forgetting, and temporary forgetting
-            c(forget_every=K, forget_until=N, **pointer),
-            c(tie_emb=False)]
-    return [(run_name(r), r) for r in rows] + [(f'freeze-emb, {GRID_FEW_SYMBOLS} symbols',
-                                                c(n_symbols=GRID_FEW_SYMBOLS, freeze_emb=True))]
-
-
-# =============================================================================
-# APPENDIX: what main() dispatches to, around the demo. Not needed to follow the paper's argument above.
-# =============================================================================
-
-# -----------------------------------------------------------------------------
-# A. a trained model: --ckpt (its test sets and mistakes), --ask (one problem, step by step), --problems
 
 def ask(model, vocab, cfg, text):
     """Print the model's chain and answer for a problem in the text form, and for each token it writes
@@ -1117,12 +990,19 @@ def load_checkpoint(path, device='cpu'):
             # (a checkpoint from before the copy layer's rename: copy.gain is now copy_attn.beta)
             weights = {k.replace('copy.', 'copy_attn.', 1).replace('.gain', '.beta') if k.startswith('copy.')
                        else k: v for k, v in ck['model'].items()}
-            model = make_model(cfg, weights)
-            model(torch.zeros(1, 2, dtype=torch.long, device=device))   # an edited config fails here
+            model = make_model(cfg)
+            odd = sorted(set(weights) ^ set(model.state_dict()))   # (load_state_dict lets some through)
+            if not odd:
+                model.load_state_dict(weights)
+                model(torch.zeros(1, 2, dtype=torch.long, device=device))   # an edited config fails here
     except Exception as e:   # not a file torch can read, or not a checkpoint of this version of unseen.py
         raise ValueError(f"{path} is not a checkpoint written by this unseen.py ({type(e).__name__})") from e
     if error:
         raise ValueError(f"{path}: its stored configuration is not one this unseen.py trains ({error})")
+    if odd:
+        raise ValueError(f"{path}: its weights do not fit its stored configuration ({odd[0]} is "
+                         f"{'in the weights, not in the model' if odd[0] in weights else 'missing'}): "
+                         "edited?")
     bad = next((k for k, v in model.state_dict().items() if v.is_floating_point() and not v.isfinite().all()),
                None)
     if bad:
@@ -1131,16 +1011,18 @@ def load_checkpoint(path, device='cpu'):
     return model, logic_data.Vocab(cfg.n_symbols), cfg
 
 
-def solve_problems(model, vocab, cfg, problems, path, n_show=5):
-    """--problems: exact match of a model on a user's own problems, with its first mistakes."""
-    for i, p in enumerate(problems):
+def solve_problems(model, vocab, cfg, numbered, path, n_show=5):
+    """--problems: exact match of a model on a user's own problems ([(line number, problem)], as
+    logic_data.read_problems reads them), with its first mistakes."""
+    for line, p in numbered:
         try:
             ids, _ = vocab.encode(p)
         except ValueError as e:
-            raise ValueError(f'{path}, problem {i + 1}: {e}')
+            raise ValueError(f'{path}, line {line}: {e}')
         if len(ids) > cfg.block_size():
-            raise ValueError(f'{path}, problem {i + 1}: too long: {len(ids)} tokens, this model reads at '
+            raise ValueError(f'{path}, line {line}: too long: {len(ids)} tokens, this model reads at '
                              f'most {cfg.block_size()}')
+    problems = [p for _, p in numbered]
     ok = torch.cat([exact_match(model, *make_batch(problems[i:i + 256], vocab, cfg.device))
                     for i in range(0, len(problems), 256)]).tolist()
     split = lambda answer: [r for r, p in zip(ok, problems) if p.answer == answer]
@@ -1164,7 +1046,8 @@ def evaluate_checkpoint(args):
             ask(model, vocab, cfg, args.ask)
             return
         if args.problems is not None:
-            solve_problems(model, vocab, cfg, logic_data.read_problems(args.problems), args.problems)
+            solve_problems(model, vocab, cfg, logic_data.read_problems(args.problems, cfg.block_size()),
+                           args.problems)
             return
     except ValueError as e:
         sys.exit(f'error: {e}')
@@ -1173,8 +1056,9 @@ def evaluate_checkpoint(args):
     if os.path.isdir(rows):
         sys.exit(f"error: --out {out}: {os.path.basename(rows)} there is a folder; "
                  "the rows picture goes there")
-    tested = {}
-    acc = evaluate(model, vocab, eval_sets(cfg, vocab), cfg.device, keep=tested)
+    writable(out)
+    predictions = {}
+    acc = evaluate(model, vocab, eval_sets(cfg, vocab), cfg.device, predictions)
     print(f"{args.ckpt}: {run_name(cfg)}, exact match on its {cfg.eval_n} test problems per scenario:")
     for s in logic_data.SCENARIOS:
         print(f"  {s:<6}{acc_str(acc, s)}")
@@ -1182,14 +1066,103 @@ def evaluate_checkpoint(args):
           ' / '.join(f"{s} {acc[s + '_named']:.1%}" for s in logic_data.SCENARIOS))
     print(rows_str(rows_stats(model, vocab)))
     print(shapes_str(evaluate_shapes(model, vocab, shape_sets(cfg, vocab), cfg.device)))
-    mistakes(model, vocab, args.unseen, tested)
-    os.makedirs(out, exist_ok=True)
+    mistakes(model, vocab, args.unseen, predictions)
     plot_rows(model, cfg, vocab, rows)
     print(f"\nwrote {rows}")
 
 # -----------------------------------------------------------------------------
-# B. --grid: the paper's table (grid_rows, every row on the same problems and budget), then the
-# fine-tuning contrast from its standard model (theory_demo.py's Part 3 in miniature)
+# worker processes: runs side by side, one per core (--grid, its fine-tuning contrast, --bench)
+
+
+def worker(conn, fn):
+    """A worker process: for each job that comes through `conn`, fn(*job) with one torch thread, and the
+    result (or the error) sent back. Ctrl-C, kill and a closed terminal are left to the main process,
+    which stops the workers; the main process gone (its end of `conn` closed), the worker ends too."""
+    for name in ('SIGINT', 'SIGTERM', 'SIGHUP'):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+    torch.set_num_threads(1)
+    while True:
+        try:
+            job = pickle.loads(conn.recv_bytes())
+        except EOFError:
+            return
+        try:
+            result = (True, fn(*job))
+        except Exception as e:
+            result = (False, f'{type(e).__name__}: {e}')
+        conn.send_bytes(pickle.dumps(result))     # tensors as bytes, not shared memory tied to this process
+
+
+def in_workers(fn, jobs, workers):
+    """Yield (i, fn(*jobs[i])) as each job finishes, `workers` processes at a time (spawned: each imports
+    this file afresh). Each worker has a pipe of its own, so a worker killed mid-job leaves no shared queue
+    locked; and whatever stops the main process (Ctrl-C, SIGTERM, SIGHUP, an error) kills them all in
+    `finally`: stopping takes a second, never a hang."""
+    ctx = mp.get_context('spawn')
+    waiting, started, idle, busy = list(enumerate(jobs)), [], [], {}
+    try:
+        for _ in range(min(workers, len(jobs))):
+            here, there = ctx.Pipe()
+            process = ctx.Process(target=worker, args=(there, fn))
+            started.append(process)
+            process.start()
+            there.close()
+            idle.append((here, process))
+        while waiting or busy:
+            while waiting and idle:
+                conn, process = idle.pop()
+                i, job = waiting.pop(0)
+                conn.send_bytes(pickle.dumps(job))
+                busy[conn] = (i, process)
+            for conn in wait(list(busy)):
+                i, process = busy.pop(conn)
+                try:
+                    ok, value = pickle.loads(conn.recv_bytes())
+                except (EOFError, OSError):
+                    process.join()
+                    ok, value = False, f'a worker process died (exit code {process.exitcode})'
+                if not ok:
+                    raise RuntimeError(value)
+                idle.append((conn, process))
+                yield i, value
+    finally:
+        for process in started:
+            if process.pid is not None:
+                process.kill()
+                process.join()
+
+
+# -----------------------------------------------------------------------------
+# --grid: the paper's table, every configuration it compares on the same problems and budget
+
+
+# one common setting for every row: the demo's model (4 layers), problems of every shape and symbol pool, on
+# shallower derivations (depth 1-2) and 4000 steps, so that 2 seeds of every row fit on 2 CPU cores in about
+# an hour; --quick, for a class: one seed, 1200 steps. AdamW alone, no broken paths: the training the
+# README's table of the grid comes from.
+GRID_TRAINING = dict(optimizer='adamw', lr=2e-3, curriculum=500, decay=0.25, broken=0.0)
+GRID = dict(n_symbols=5000, max_depth=2, steps=4000, eval_every=1000, eval_n=500, **GRID_TRAINING)
+GRID_QUICK = dict(n_symbols=5000, max_depth=2, steps=1200, eval_every=600, eval_n=300, **GRID_TRAINING)
+GRID_FORGET_EVERY = 100                          # forget-until stops resetting halfway through
+GRID_FEW_SYMBOLS = 1000                          # a smaller training pool, for freeze-emb: diversity
+GRID_FILE_MAX = 64 << 20                         # grid_runs.jsonl: far beyond what a grid writes
+GRID_FT, GRID_FT_QUICK = (1500, 50), (300, 50)   # fine-tuning: most steps, evaluate every
+
+
+def grid_rows(base):
+    """(label, config) for every row of the table."""
+    c = lambda **kw: replace(base, **kw)
+    K, N = GRID_FORGET_EVERY, base.steps // 2
+    copy_attn, pointer = dict(copy_attn=True), dict(copy_attn=True, copy_form='pointer')
+    rows = [c(), c(identity=False),                                  # what the identity terms buy
+            c(**copy_attn), c(**pointer),                            # copy attention alone, both forms
+            c(freeze_emb=True), c(freeze_emb=True, **copy_attn),     # frozen (un)embeddings
+            c(forget_every=K), c(forget_every=K, forget_until=N),    # forgetting, and temporary forgetting
+            c(forget_every=K, forget_until=N, **pointer),
+            c(tie_emb=False)]
+    return [(run_name(r), r) for r in rows] + [(f'freeze-emb, {GRID_FEW_SYMBOLS} symbols',
+                                                c(n_symbols=GRID_FEW_SYMBOLS, freeze_emb=True))]
 
 
 def mean_range(xs, fmt):
@@ -1250,51 +1223,90 @@ def accuracy_keys():
 
 
 def grid_job(job):
-    """One run of the grid, job = (label, config, keep the weights?), in a worker process with one
-    thread: the matrices here are too small to split well over cores, so one run per core gets more
+    """One run of the grid, job = (label, config, keep the weights?), in a worker process with one thread
+    (`in_workers`): the matrices here are too small to split well over cores, so one run per core gets more
     done (see --bench)."""
     label, cfg, keep = job
-    torch.set_num_threads(1)
     t = time.time()
     model, vocab, history = train(cfg, log=lambda *a: None)
     last = history[-1]
     keys = [*accuracy_keys(), 'cos_unseen', 'norm_unseen', 'norm_train']     # the last evaluation's
     shapes = evaluate_shapes(model, vocab, shape_sets(cfg, vocab), cfg.device)
-    held = held_out(shapes)
+    held = held_out_mean(shapes)
     result = dict(row=label, seed=cfg.seed, **{k: last[k] for k in keys}, held_none=held['none'],
                   held_all=held['all'], wall=time.time() - t, config=asdict(cfg))
     return result, ({k: v.cpu() for k, v in model.state_dict().items()} if keep else None)
 
 
+def read_run(raw):
+    """One line of grid_runs.jsonl (bytes) as a finished run, or None where it is not one: UTF-8 JSON, an
+    object with a string row, an integer seed, a config object, and finite numbers for its results, the
+    accuracies in [0, 1]."""
+    try:
+        r = json.loads(raw.decode('utf-8'))
+    except (ValueError, RecursionError):              # not UTF-8, not JSON, nested too deep
+        return None
+    numbers = ['cos_unseen', 'norm_unseen', 'norm_train', 'wall', *accuracy_keys(), 'held_none', 'held_all']
+    if not (isinstance(r, dict) and isinstance(r.get('row'), str) and type(r.get('seed')) is int
+            and isinstance(r.get('config'), dict)
+            and all(type(r.get(k)) in (int, float) and math.isfinite(r[k]) for k in numbers)):
+        return None
+    return r if all(0 <= r[k] <= 1 for k in numbers[4:]) else None
+
+
 def saved_runs(path, wanted):
     """--resume: the finished runs in grid_runs.jsonl that belong to this grid (`wanted`: {(row, seed):
-    config}), and {why: how many} of the lines that do not: what a crash half-wrote, other configurations
-    (another --quick, --seeds or --precision), duplicates, accuracies that are not accuracies."""
-    runs, skipped = {}, {}
-    lines = open(path).read().splitlines() if os.path.isfile(path) else []
-    for line in filter(str.strip, lines):
-        try:
-            r = json.loads(line)
-            key, config = (r['row'], r['seed']), r['config']
-            accs = [r[k] for k in accuracy_keys()]
-        except (ValueError, KeyError, TypeError):
-            why = 'unreadable lines (half-written by a crash, or damaged), skipped'
+    config}; a run written again later wins), {why: how many} of the lines left aside, and the settings in
+    which runs of this grid's rows and seeds differ from it ({key: (theirs, this grid's)}: the caller
+    refuses those, so that no finished run is ever trained over)."""
+    runs, skipped, differ = {}, {}, {}
+    if os.path.getsize(path) > GRID_FILE_MAX:
+        raise ValueError(f"{path} holds {os.path.getsize(path):,} bytes, far more than a grid writes "
+                         f"(at most {GRID_FILE_MAX:,}): not a grid's file")
+    with open(path, 'rb') as f:
+        lines = f.read().splitlines()
+    for raw in filter(bytes.strip, lines):
+        r = read_run(raw)
+        key = r and (r['row'], r['seed'])
+        if r is None:
+            why = 'damaged lines (half-written by a crash, or edited), their runs trained again'
+        elif key not in wanted:
+            why = 'runs of rows or seeds not in this grid (another --seeds), left in the file'
+        elif r['config'] != wanted[key]:
+            theirs, ours = r['config'], wanted[key]
+            differ.update({k: (theirs.get(k), ours.get(k)) for k in {*theirs, *ours}
+                           if theirs.get(k) != ours.get(k)})
+            continue
         else:
-            why = ('runs not in this grid (another --seeds), skipped' if key not in wanted else
-                   'runs of another configuration (--quick, --precision), trained again'
-                   if wanted[key] != config else 'duplicate lines, skipped' if key in runs else
-                   'runs whose accuracies are not in [0, 1], trained again'
-                   if not all(isinstance(a, (int, float)) and 0 <= a <= 1 for a in accs) else None)
-            if why is None:
-                runs[key] = r
-                continue
+            runs[key] = r
+            continue
         skipped[why] = skipped.get(why, 0) + 1
-    return list(runs.values()), skipped
+    return list(runs.values()), skipped, differ
 
 
-def ignore_ctrl_c():
-    """Grid workers leave Ctrl-C to the main process, which stops them and says so in one line."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def settings_error(out, differ):
+    """The one line that refuses a --resume whose runs were trained with other settings, naming each."""
+    quick = ('--quick', 'no --quick')[differ.get('steps', (0,))[0] != GRID_QUICK['steps']]
+    names = []
+    for k, (theirs, ours) in sorted(differ.items()):
+        if 'layout' in differ and k in LAYOUT_DEFAULTS['shapes'] and k not in GRID:
+            continue                                      # what the layout brings with it
+        if k in ('steps', 'eval_every', 'eval_n'):
+            names.append(f"{quick} (this grid: {'no --quick' if quick == '--quick' else '--quick'})")
+        else:
+            flag = '--' + k if k in ('layout', 'precision', 'device') else k
+            names.append(f"{flag} {theirs} (this grid: {ours})")
+    return (f"--resume {out}: its runs were trained with {', '.join(dict.fromkeys(names))}; give the same "
+            "settings to finish it, or another folder (its runs are kept as they are)")
+
+
+def grid_command(args, resume):
+    """The command that finishes this grid: every setting it was given, and --resume."""
+    given = [('--quick', args.quick), (f'--seeds {args.seeds}', args.seeds),
+             (f'--layout {args.layout}', args.layout != 'shapes'),
+             (f'--device {args.device}', args.device != 'auto'),
+             (f'--precision {args.precision}', args.precision != 'auto')]
+    return ' '.join(['python unseen.py --grid', *[flag for flag, on in given if on], f'--resume {resume}'])
 
 
 def run_grid(base, seeds, out, workers, log=print):
@@ -1307,7 +1319,11 @@ def run_grid(base, seeds, out, workers, log=print):
     saved, weights_file = os.path.join(out, 'grid_runs.jsonl'), os.path.join(out, 'pretrained.pt')
     # --resume: keep the finished runs of these very configurations (the weights too, for the one kept)
     wanted = {(label, cfg.seed): json.loads(json.dumps(asdict(cfg))) for label, cfg, _ in jobs}
-    results, skipped = saved_runs(saved, wanted)
+    if not os.path.isfile(saved):
+        open(saved, 'w').close()         # there from the start, for --resume
+    results, skipped, differ = saved_runs(saved, wanted)
+    if differ:
+        raise ValueError(settings_error(out, differ))
     kept_weights = next((label, cfg) for label, cfg, keep in jobs if keep)
     try:
         pretrained = torch.load(weights_file)
@@ -1317,29 +1333,28 @@ def run_grid(base, seeds, out, workers, log=print):
             skipped[f'{weights_file} unreadable or of another model: its run trained again'] = 1
         results = [r for r in results if (r['row'], r['seed']) != (kept_weights[0], kept_weights[1].seed)]
     done_before = {(r['row'], r['seed']) for r in results}
-    todo = [job for job in jobs if (job[0], job[1].seed) not in done_before]
+    todo = [(job,) for job in jobs if (job[0], job[1].seed) not in done_before]
     if results or skipped:
         log(f"resuming: {len(results)} of {len(jobs)} runs already in {saved}"
             + ''.join(f"; {n} {why}" for why, n in skipped.items()))
-    tmp = saved + '.tmp'             # rewritten whole: a half-written last line must not swallow the next
-    with open(tmp, 'w') as f:        # (and the file is there from the start, for --resume)
-        f.writelines(json.dumps(r) + '\n' for r in results)
-    os.replace(tmp, saved)
-    with mp.get_context('spawn').Pool(workers, initializer=ignore_ctrl_c) as pool:
-        for result, weights in pool.imap_unordered(grid_job, todo):
-            if weights is not None:
-                pretrained = weights
-                torch.save(weights, weights_file)
-            with open(saved, 'a') as f:
-                f.write(json.dumps(result) + '\n')
-            results.append(result)
-            done = len(results)
-            new = results[len(done_before):]                 # trained in this call: the time estimate
-            left = sum(r['wall'] for r in new) / len(new) * (len(jobs) - done) / workers
-            accs = ' '.join(f"{s} {acc_str(result, s)}" for s in logic_data.SCENARIOS)
-            log(f"[{done:2d}/{len(jobs)}] {result['row']:<40} seed {result['seed']} | {accs} | "
-                f"cos unseen {cos_str(result['cos_unseen'])} | {result['wall']:4.0f} s | "
-                f"about {left / 60:4.1f} min left")
+    with open(saved, 'rb+') as f:        # a line half-written by a crash must not swallow the next one
+        size = f.seek(0, os.SEEK_END)
+        if size and f.seek(size - 1) >= 0 and f.read(1) != b'\n':
+            f.write(b'\n')
+    for _, (result, weights) in in_workers(grid_job, todo, workers):
+        if weights is not None:
+            pretrained = weights
+            torch.save(weights, weights_file)
+        with open(saved, 'a') as f:
+            f.write(json.dumps(result) + '\n')
+        results.append(result)
+        done = len(results)
+        new = results[len(done_before):]                 # trained in this call: the time estimate
+        left = sum(r['wall'] for r in new) / len(new) * (len(jobs) - done) / workers
+        accs = ' '.join(f"{s} {acc_str(result, s)}" for s in logic_data.SCENARIOS)
+        log(f"[{done:2d}/{len(jobs)}] {result['row']:<40} seed {result['seed']} | {accs} | "
+            f"cos unseen {cos_str(result['cos_unseen'])} | {result['wall']:4.0f} s | "
+            f"about {left / 60:4.1f} min left")
     order = {(label, cfg.seed): i for i, (label, cfg, _) in enumerate(jobs)}
     results.sort(key=lambda r: order[r['row'], r['seed']])
     cfg = next(cfg for label, cfg, keep in jobs if keep)
@@ -1358,8 +1373,7 @@ def main_grid(args, argv):
     out = args.resume or args.out or os.path.join('runs', time.strftime('%Y%m%d-%H%M%S_') +
                                                   ('grid-quick' if args.quick else 'grid') +
                                                   ('' if base.layout == 'shapes' else '-' + base.layout))
-    os.makedirs(out, exist_ok=True)
-    args.out = out                  # for main's one-line answer to Ctrl-C
+    writable(out)
     command = ' '.join(['python', 'unseen.py'] + (sys.argv[1:] if argv is None else argv))
     rows = grid_rows(base)
     workers = (os.cpu_count() or 1) if device == 'cpu' else 1
@@ -1367,15 +1381,20 @@ def main_grid(args, argv):
           f"(--schedule {base.schedule}), {grid_problems(base)}, "
           f"{base.n_symbols} training symbols unless named, {device} in {base.precision}, {workers} run(s) "
           f"at a time; writing to {out}")
-    results, table, (model, vocab, cfg) = run_grid(base, seeds, out, workers)
-    print('\n' + table + '\n')
-    ft_steps, ft_every = (GRID_FT_QUICK if args.quick else GRID_FT)
-    print(f"fine-tuning contrast: the standard model (seed {seeds[0]}, its unseen rows at cosine "
-          f"{rows_stats(model, vocab)['cos_unseen']:.2f}) fine-tuned on problems in unseen symbols, up to "
-          f"{ft_steps} steps, from collapsed, fresh and copied unseen rows ...")
-    import theory_demo   # (the contrast is theory_demo.py's Part 3 in miniature; it imports this file)
-    ft, ft_table = theory_demo.finetune_contrast(model, vocab, cfg, ft_steps, ft_every, workers,
-                                                 os.path.join(out, 'finetune.png'))
+    try:
+        results, table, (model, vocab, cfg) = run_grid(base, seeds, out, workers)
+        ft_steps, ft_every = (GRID_FT_QUICK if args.quick else GRID_FT)
+        print('\n' + table + '\n')
+        print(f"fine-tuning contrast: the standard model (seed {seeds[0]}, its unseen rows at cosine "
+              f"{rows_stats(model, vocab)['cos_unseen']:.2f}) fine-tuned on problems in unseen symbols, up "
+              f"to {ft_steps} steps, from collapsed, fresh and copied unseen rows ...")
+        ft, ft_table = finetune_contrast(model, vocab, cfg, ft_steps, ft_every, workers,
+                                         os.path.join(out, 'finetune.png'))
+    except KeyboardInterrupt:
+        sys.exit(f"error: interrupted; the finished runs are kept in {out}/grid_runs.jsonl; to finish: "
+                 f"{grid_command(args, out)}")
+    except ValueError as e:
+        sys.exit(f"error: {e}")
     wall = time.time() - t0
     with open(os.path.join(out, 'grid.md'), 'w') as f:
         f.write(f"`{command}`: {len(seeds)} seed(s) per row, mean (min-max); {base.steps} steps, "
@@ -1389,31 +1408,107 @@ def main_grid(args, argv):
           f"wrote {out}/grid.md, grid.json, grid.png, finetune.png")
 
 # -----------------------------------------------------------------------------
-# C. --bench: what makes the training loop fast on this machine
+# --grid, then: the fine-tuning contrast (the standard model fine-tuned on problems in its unseen names,
+# from collapsed, fresh or copied rows; theory_demo.py --finetune does it on a real checkpoint)
+
+
+@torch.no_grad()
+def set_unseen_rows(model, vocab, rows):
+    """The unseen symbols' (un)embedding rows at the start of fine-tuning (see `finetune_small`)."""
+    unseen, seen = torch.tensor(vocab.unseen_ids), torch.tensor(vocab.train_ids)
+    for w in model.embeddings():
+        w.requires_grad_(True)     # fine-tuning trains everything, a frozen model's (un)embeddings too
+        if rows == 'fresh':
+            norm = w[seen].norm(dim=1).mean()
+            w[unseen] = F.normalize(torch.randn(len(unseen), w.size(1)), dim=1).to(w) * norm
+        elif rows == 'copied':
+            pick = torch.randperm(len(seen))[:len(unseen)] if len(seen) >= len(unseen) else \
+                torch.randint(len(seen), (len(unseen),))      # a pool smaller than the unseen one: repeats
+            w[unseen] = w[seen[pick]]
+        elif rows != 'collapsed':
+            raise ValueError(f'unknown rows {rows!r}')
+    return model
+
+
+def finetune_small(model, vocab, cfg, rows, max_steps, eval_every, target=0.9):
+    """Fine-tune a trained model on problems written in the unseen symbols, and count the steps until it
+    solves `target` of the 'all' test problems. `rows`: what the unseen (un)embedding rows start as,
+        collapsed  as pre-training left them (one shared vector)
+        fresh      re-drawn at random, with the mean norm of the trained training-symbol rows
+        copied     copies of randomly chosen trained training-symbol rows
+    Returns (steps to target or None, history [(step, accuracy)])."""
+    torch.manual_seed(cfg.seed)
+    model = set_unseen_rows(copy.deepcopy(model).train(), vocab, rows)
+    ft = replace(cfg, freeze_emb=False, forget_every=0, curriculum=0, steps=max_steps, warmup=0)
+    optimizer = make_optimizer(model, ft)
+    test = {'all': eval_sets(cfg, vocab)['all']}
+    data = batches(random.Random(cfg.seed + 1), ft, vocab, names=vocab.unseen_names)
+    history = []
+    for step in range(max_steps + 1):
+        if step % eval_every == 0 or step == max_steps:
+            history.append((step, evaluate(model, vocab, test, cfg.device)['all']))
+            if history[-1][1] >= target:
+                return step, history
+            if step == max_steps:
+                return None, history
+        set_lr(optimizer, ft, step)
+        train_step(model, optimizer, *next(data))
+
+
+def finetune_small_job(weights, cfg, rows, max_steps, eval_every):
+    """`finetune_small` in a worker process (`in_workers`)."""
+    return finetune_small(make_model(cfg, weights), logic_data.Vocab(cfg.n_symbols), cfg, rows, max_steps,
+                          eval_every)
+
+
+def finetune_contrast(model, vocab, cfg, max_steps, eval_every, workers, path):
+    """The three starting rows, `workers` at a time; their curves drawn to `path`. Returns ({rows:
+    dict(steps_to_90, history)}, the markdown table)."""
+    starts = ('collapsed', 'fresh', 'copied')
+    weights = {k: v.cpu() for k, v in model.state_dict().items()}
+    jobs = [(weights, cfg, rows, max_steps, eval_every) for rows in starts]
+    ft = {starts[i]: result for i, result in sorted(in_workers(finetune_small_job, jobs, workers))}
+    ft = {rows: dict(steps_to_90=steps, history=history) for rows, (steps, history) in ft.items()}
+    first = lambda h, level: next((f'{step}' for step, acc in h if acc >= level), f'> {max_steps}')
+    table = '\n'.join(
+        ['| unseen rows at the start | steps to 50% | steps to 90% | accuracy when it stopped |',
+         '|---' * 4 + '|'] + [f"| {k} | {first(v['history'], 0.5)} | {first(v['history'], 0.9)} | "
+                              f"{100 * v['history'][-1][1]:.1f}% |" for k, v in ft.items()])
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for rows, v in ft.items():
+        ax.plot(*zip(*[(step, 100 * acc) for step, acc in v['history']]), label=f'{rows} rows')
+    ax.axhline(90, color='gray', lw=0.5, ls='--')
+    ax.set(xlabel='fine-tuning step', ylabel='exact match, all names unseen (%)', ylim=(-2, 102),
+           title='fine-tuning on problems in unseen symbols')
+    ax.legend(title='unseen (un)embeddings start as')
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return ft, table
+
+# -----------------------------------------------------------------------------
+# --bench: what makes the training loop fast on this machine
 
 
 def timed_steps(cfg, steps, group=True, threads=None):
-    """(non-padding input tokens, seconds) of `steps` training steps (data, forward, backward, AdamW) of
-    a fresh model, after 5 warm-up steps. `threads`: torch threads for this process."""
+    """(non-padding input tokens, seconds) of `steps` training steps (data, forward, backward, optimiser) of
+    a fresh model, after 5 warm-up steps (allocators and caches). `threads`: torch threads for it."""
     if threads:
         torch.set_num_threads(threads)
     vocab = logic_data.Vocab(cfg.n_symbols)
     model = make_model(cfg)
     optimizer = make_optimizer(model, cfg)
-    tokens, t0 = [], []
-
-    def counted(data):
-        for x, y in data:
-            tokens.append((x != vocab.pad).sum().item())
-            yield x, y
-
-    def start_clock(step, losses, seconds):
-        if step == 5:       # the first steps warm up allocators and caches
-            tokens.clear()
-            t0.append(time.time())
-    data = counted(batches(random.Random(cfg.seed), cfg, vocab, ahead=8 if group else 1))
-    train_loop(model, optimizer, replace(cfg, steps=5 + steps, eval_every=5), data, start_clock)
-    return sum(tokens), time.time() - t0[0]
+    data = batches(random.Random(cfg.seed), cfg, vocab, ahead=8 if group else 1)
+    tokens = 0
+    for step in range(5 + steps):
+        if step == 5:
+            tokens, t0 = 0, time.time()
+        set_lr(optimizer, cfg, step)
+        x, y = next(data)
+        tokens += (x != vocab.pad).sum().item()
+        train_step(model, optimizer, x, y)
+    return tokens, time.time() - t0
 
 
 def bench(cfg, steps=150, rounds=2, log=print):
@@ -1437,8 +1532,8 @@ def bench(cfg, steps=150, rounds=2, log=print):
         for i, (name, over, kw) in enumerate(variants):
             c = replace(cfg, curriculum=0, **over)   # every depth: tokens/s of the full problems
             if 'parallel' in kw:
-                with mp.get_context('spawn').Pool(n) as pool:
-                    runs = pool.starmap(timed_steps, [(replace(c, seed=k), steps, True, 1) for k in range(n)])
+                jobs = [(replace(c, seed=k), steps) for k in range(n)]
+                runs = [r for _, r in in_workers(timed_steps, jobs, n)]
                 speed = sum(t for t, _ in runs) / max(s for _, s in runs)
             else:
                 tokens, seconds = timed_steps(c, steps, kw.get('group', True))
@@ -1453,7 +1548,116 @@ def bench(cfg, steps=150, rounds=2, log=print):
     return '\n'.join(lines)
 
 # -----------------------------------------------------------------------------
-# D. the command line's checks, and the checks a stored configuration passes
+# the command line: its flags, and the checks every configuration passes (a stored one too)
+
+
+def pick_device(name):
+    """auto: CUDA if there is one, else the CPU. Not an Apple GPU (mps): a model this small launches many
+    small kernels a step, which a GPU pays for in latency; `--device mps` asks for it."""
+    if name != 'auto':
+        return name
+    return 'cuda' if torch.cuda.is_available() else 'cpu'
+
+
+def pick_precision(name, device):
+    """auto: bfloat16 where the hardware computes it fast (CUDA with bf16, a CPU with AVX512-BF16 or AMX),
+    float32 elsewhere (emulated bfloat16 is slower)."""
+    if name != 'auto':
+        return name
+    if device.startswith('cuda'):
+        return 'bf16' if torch.cuda.is_bf16_supported() else 'fp32'
+    if device == 'cpu':
+        fast = [getattr(torch.cpu, f, lambda: False)()
+                for f in ('_is_avx512_bf16_supported', '_is_amx_tile_supported')]
+        return 'bf16' if any(fast) else 'fp32'
+    return 'fp32'
+
+
+def config_from_args(args):
+    names = {f.name for f in fields(Config)}
+    return Config(**{k: v for k, v in vars(args).items() if k in names}, tie_emb=not args.untie_emb)
+
+
+def parse_args(argv=None):
+    """The command line: its flags here, its checks in check_args (appendix D)."""
+    d = Config()
+    p = argparse.ArgumentParser(prog='unseen.py', description='Train a transformer on Horn-clause logic and '
+                                'test it on unseen symbols.',
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    a = p.add_argument
+    by_layout = lambda key: '%(default)s: by --layout, ' + ', '.join(f'{layout} {v[key]}'
+                                                                     for layout, v in LAYOUT_DEFAULTS.items())
+    a('--unseen', choices=logic_data.SCENARIOS, default='all', help='test scenario the verdict reports')
+    a('--copy-attn', action='store_true', help='add copy attention (it copies raw input tokens)')
+    a('--copy-form', choices=('residual', 'pointer'), default=d.copy_form, help='residual: add the attended '
+      "raw embeddings to the residual stream; pointer: add copy logits for the attended tokens' ids")
+    a('--identity', action=argparse.BooleanOptionalAction, default=d.identity,
+      help="Boix-Adsera et al.'s identity terms (a_h I, b_h I) in every attention head")
+    a('--identity-a', type=float, default=d.identity_a, help="a_h at the start (match equal tokens)")
+    a('--identity-b', type=float, default=d.identity_b, help='b_h at the start (copy the matched tokens)')
+    a('--positions', choices=POSITIONS, default=d.positions, help='learned: a table of '
+      'position rows added to the input; rotary: queries and keys rotated by position (relative offsets)')
+    a('--shift', type=int, default=None, metavar='N', help=by_layout('shift') + ' (learned positions): '
+      'training puts each problem at row 0 or row N of the position table at random, the tests at row N '
+      '(keep N even: every prompt has an odd length, and the models read parity)')
+    a('--emb-norm', type=float, default=d.emb_norm, help='mean row norm of the orthogonal (un)embeddings')
+    a('--freeze-emb', action='store_true', help='orthogonal (un)embeddings, never updated')
+    a('--untie-emb', action='store_true',
+      help='separate input embedding and unembedding (two matrices that start equal)')
+    a('--forget-every', type=int, default=0, metavar='K', help='reset (un)embeddings every K steps')
+    a('--forget-until', type=int, default=0, metavar='N', help='no resets after step N (0: never stop)')
+    a('--n-symbols', type=int, default=d.n_symbols, help='training symbol pool (diversity)')
+    a('--max-depth', type=int, default=d.max_depth, help='longest planted derivation')
+    a('--max-premises', type=int, default=d.max_premises, help='premises per rule (1 to 3)')
+    a('--curriculum', type=int, default=None, metavar='N', help=by_layout('curriculum') + ': training '
+      'problems start at depth 1, one depth more every N steps (0: every depth from the start)')
+    a('--broken', type=float, default=d.broken, help='share of the unprovable problems whose planted path '
+      'breaks at a random step (the chain stops early or never starts)')
+    a('--layout', choices=logic_data.LAYOUTS, default=d.layout, help='shapes: problems of many shapes; '
+      'template: one layout (2 facts, the path, 2 dead rules)')
+    a('--shape-curriculum', action=argparse.BooleanOptionalAction, default=d.shape_curriculum,
+      help='with --curriculum: small shapes first (at most 2 facts, no side and 1 dead rule), every shape '
+      'from the last stage')
+    a('--n-layer', type=int, default=None, help=by_layout('n_layer'))
+    a('--n-head', type=int, default=d.n_head)
+    a('--n-embd', type=int, default=d.n_embd, help='model width')
+    a('--steps', type=int, default=None, help=by_layout('steps'))
+    a('--batch-size', type=int, default=None, help=by_layout('batch_size'))
+    a('--optimizer', choices=('muon', 'adamw'), default=None, help=by_layout('optimizer') + ": muon: Muon on "
+      "the blocks' matrices, AdamW on the rest (the (un)embeddings included); adamw: AdamW on everything")
+    a('--lr', type=float, default=None, help=by_layout('lr') + ": AdamW's rate")
+    a('--muon-lr', type=float, default=d.muon_lr, help="Muon's rate (with --optimizer muon)")
+    a('--schedule', choices=('wsd', 'cosine'), default=d.schedule, help='after the warmup, wsd: the full lr, '
+      'then a linear decay to a tenth over the last --decay of the steps; cosine: a cosine decay to a tenth')
+    a('--decay', type=float, default=None, help=by_layout('decay') + ': with --schedule wsd, the share of '
+      'the steps over which the rate decays')
+    a('--weight-decay', type=float, default=d.weight_decay, help='AdamW decay, (un)embeddings included')
+    a('--grad-clip', type=float, default=d.grad_clip, help='clip the global gradient norm (0: never)')
+    a('--eval-every', type=int, default=d.eval_every)
+    a('--eval-n', type=int, default=d.eval_n, help='test problems per scenario')
+    a('--seed', type=int, default=d.seed)
+    a('--device', default='auto', help='auto, cpu, cuda or mps')
+    a('--precision', choices=('auto', 'fp32', 'bf16'), default='auto', help='bf16: matrix products in '
+      'bfloat16 (autocast); auto: bf16 where the hardware is fast at it')
+    a('--out', default=None, help='output folder; %(default)s: runs/<time>_<switches>')
+    a('--ask', metavar='TEXT', help="solve one problem, e.g. 'u1 . u1 -> u2 . ? u2', with --ckpt")
+    a('--problems', metavar='FILE', help='with --ckpt: solve every problem in FILE (one per line: the text '
+      'form, or JSON lines from logic_data.py --jsonl)')
+    a('--ckpt', metavar='PATH', help='checkpoint written by a training run: evaluate it on the three '
+      'scenarios and the shapes it never trained on (mistakes shown for --unseen), or solve one problem '
+      'with --ask, or a file with --problems')
+    a('--grid', action='store_true', help="train every configuration of the paper's table (2 seeds each, on "
+      'problems of every shape) and run the fine-tuning contrast; writes grid.md, grid.json, grid.png, '
+      'finetune.png (about an hour on 2 CPU cores in bf16; the README gives the times)')
+    a('--quick', action='store_true', help='with --grid: one seed, fewer steps (about 11 min)')
+    a('--seeds', type=int, default=None, help='with --grid: seeds per row (default 2, 1 with --quick)')
+    a('--resume', metavar='DIR', help='with --grid: finish an interrupted grid in DIR (same --quick and '
+      '--seeds), training only the runs it does not have yet')
+    a('--bench', action='store_true',
+      help='measure training-loop tokens/s for each speed lever (the switches pick the model)')
+    args = p.parse_args(argv)
+    check_args(p, args)
+    return args
 
 
 def check_args(p, args):
@@ -1466,7 +1670,10 @@ def check_args(p, args):
                       'ckpt'))
     on_ckpt = given(k for k in vars(args) if k not in ('ckpt', 'ask', 'problems', 'unseen', 'device', 'out'))
     mps = getattr(torch.backends, 'mps', None) and torch.backends.mps.is_available()
+    empty = [flag(k) for k in ('ckpt', 'out', 'problems', 'resume') if getattr(args, k) is not None
+             and not getattr(args, k).strip()]
     problems = [
+        (empty, f"{' '.join(empty)}: an empty path (give a file or folder name)"),
         (args.grid and on_grid, f"--grid trains its own configurations; it cannot take {' '.join(on_grid)} "
                                 "(only --quick, --seeds, --resume, --layout, --device, --precision, --out)"),
         (args.bench and on_bench, '--bench times every precision for a fixed number of steps and writes '
@@ -1536,6 +1743,9 @@ def config_error(c):
         (not 0 <= c.seed < 2 ** 63, f'--seed {c.seed}: must be in [0, 2^63)'),
         (c.n_head >= 1 and c.n_embd % c.n_head,
          f'--n-embd {c.n_embd} must be divisible by --n-head {c.n_head}'),
+        (c.n_head >= 1 and c.positions == 'rotary' and c.n_embd // c.n_head % 2,
+         f'--positions rotary turns pairs of channels: the head size --n-embd / --n-head '
+         f'({c.n_embd} / {c.n_head} = {c.n_embd // max(1, c.n_head)}) must be even'),
         (True, logic_data.size_error(c.n_symbols, c.max_depth, c.max_premises)),
         *[(not low <= number(k) <= high or (number(k) == 0 and k in open_low),
            f"{flag(k)} {number(k)}: must be a number in {'(' if k in open_low else '['}{low}, {high}]")
@@ -1547,7 +1757,7 @@ def config_error(c):
         return bad
     # the caps above hold one by one; these hold what they are for: the model's size, and the memory of one
     # evaluation (every test problem of a scenario in one batch: its attention scores and target logits)
-    longest = Config.longest(c)
+    longest = Config.longest_problems(c)
     T, targets = longest.max_tokens(), longest.limits()['chain'] + 2     # per problem: chain, answer, <eos>
     V, C = c.n_symbols + len(logic_data.SPECIALS) + logic_data.N_UNSEEN, c.n_embd
     params = number('n_layer') * 12 * C * C + V * C
@@ -1558,11 +1768,22 @@ def config_error(c):
     if memory > 8e9:
         return (f'--eval-n {number("eval_n")} with problems of up to {T} tokens: one evaluation would hold '
                 f'{memory / 1e9:.0f} GB; use a smaller --eval-n')
+    # a training step keeps every layer's activations for the backward pass: per token and layer the
+    # attention scores and probabilities (2 n_head T) and about 16 C more (q, k, v, the MLP's 4C twice, ...),
+    # the logits and their gradient at the target positions, and per parameter its gradient and two moments
+    B, L = number('batch_size'), number('n_layer')
+    memory = (B * (T * L * (2 * c.n_head * T + 16 * C) + 2 * targets * V) + 4 * params) * 4
+    if memory > 12e9:
+        return (f'--batch-size {B} --n-layer {L} --n-embd {C} with problems of up to {T} tokens: one '
+                f'training step would hold about {memory / 1e9:.0f} GB; use a smaller --batch-size or model')
     return None
 
 
 
+
+
 if __name__ == '__main__':
+    sys.stdout.reconfigure(line_buffering=True)   # each progress line shows at once, in a pipe or a file too
     logic_data.stop_on_signals()
     try:
         main()
