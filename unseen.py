@@ -482,6 +482,7 @@ def shape_sets(cfg, vocab):
 
 
 def held_out_sets(sets):
+    """The names of the shape sets that hold shapes training never drew (the held-out families)."""
     return [name for name in sets if name.startswith('held-out') or name.startswith('every shape')]
 
 # -----------------------------------------------------------------------------
@@ -1393,7 +1394,7 @@ def main_grid(args, argv):
     except KeyboardInterrupt:
         sys.exit(f"error: interrupted; the finished runs are kept in {out}/grid_runs.jsonl; to finish: "
                  f"{grid_command(args, out)}")
-    except ValueError as e:
+    except (ValueError, OSError, RuntimeError) as e:   # a resume refused, a file unreadable, a worker lost
         sys.exit(f"error: {e}")
     wall = time.time() - t0
     with open(os.path.join(out, 'grid.md'), 'w') as f:
