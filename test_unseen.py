@@ -1,5 +1,5 @@
 """Tests for logic_data.py, unseen.py and theory_demo.py.
-Run: python -m pytest -q  (about six minutes on 2 CPU cores)."""
+Run: python -m pytest -q  (about three minutes on 2 CPU cores)."""
 
 import contextlib
 import copy
