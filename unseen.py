@@ -637,6 +637,8 @@ def train(cfg, log=print, predictions=None):
 
 
 def verdict(cfg, history, headline, shapes=None):
+    """The run's end in words: the last evaluation's table, then whether the model solves the `headline`
+    scenario, why (against the training names), the shapes it never trained on, and its unseen rows."""
     last = history[-1]
     lines = ['', f"{'scenario':<10}{'exact match':>12}",
              *[f"{s + (' *' if s == headline else ''):<10}{last[s]:>12.1%}" for s in logic_data.SCENARIOS],
