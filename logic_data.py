@@ -236,6 +236,12 @@ def read_problems(path, max_tokens=None, max_problems=100_000):
     return problems
 
 
+def fewest_tokens(text):
+    """The fewest tokens a problem in this text makes, counted before parsing it: its own, an answer and
+    <eos> (a chain adds more). Cheap, so a huge text is refused before the solver runs on it."""
+    return len(text.replace('.', ' . ').split()) + 2
+
+
 def parse_line(line, max_tokens=None):
     """One line of a problems file: the text form or a JSON line, no longer than max_tokens tokens."""
     if line.startswith('{'):
@@ -246,7 +252,7 @@ def parse_line(line, max_tokens=None):
         if not isinstance(obj, dict) or not isinstance(obj.get('text'), str):
             raise ValueError("a JSON line needs a 'text' field (as logic_data.py --jsonl writes)")
         line = obj['text']
-    n = len(line.replace('.', ' . ').split()) + 2      # + the answer and <eos>, at the least
+    n = fewest_tokens(line)
     if max_tokens and n > max_tokens:
         raise ValueError(f"too long: {n} tokens or more, this model reads at most {max_tokens}")
     return parse(line)
@@ -525,8 +531,9 @@ def shape_sets(rng, cfg, vocab, n, max_tokens):
 
 def main(argv=None):
     d = GenConfig()
-    parser = argparse.ArgumentParser(prog='logic_data.py', description='Print Horn-clause problems with their '
-                                     'forward-chaining chain (by default, of the kind the demo trains on).')
+    parser = argparse.ArgumentParser(prog='logic_data.py', description='Print Horn-clause problems with '
+                                     'their forward-chaining chain (by default, of the kind the demo trains '
+                                     'on).')
     parser.add_argument('--n', type=int, default=5, help='number of problems')
     parser.add_argument('--scenario', choices=SCENARIOS, default='none', help='which names are unseen')
     parser.add_argument('--n-symbols', type=int, default=5000, help='size of the training symbol pool')

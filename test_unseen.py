@@ -1956,8 +1956,17 @@ def test_finetune_runs_every_set_and_draws_the_curves(tmp_path):
     for arm in ('ordinary:', 'reserved:', 'never-trained:', 'reserved, rows re-drawn apart:'):
         assert arm in r.stdout.splitlines()
     assert len(re.findall(r'step +\d+ \| exact match +[\d.]+% \| +\d+ s \| ETA', r.stdout)) == 4 * 3
-    for arm in ('ordinary', 'reserved', 'never-trained'):          # the summary: one line per set of names
-        assert re.search(rf'\n  {arm} +50%: (\d+|not by step 4) +90%: (\d+|not by step 4) +\(last', r.stdout)
+    # the summary says of each set of names what its printed curve says
+    arms = re.split(r'\n(ordinary|reserved|never-trained|reserved, rows re-drawn apart):\n', r.stdout)[1:]
+    assert len(arms) == 2 * 4
+    for arm, body in zip(arms[0::2], arms[1::2]):
+        curve = [(int(s), float(a) / 100)
+                 for s, a in re.findall(r'step +(\d+) \| exact match +([\d.]+)%', body)]
+        said = [TD.steps_to(curve, level) for level in (0.5, 0.9)]
+        said = [f'{s}' if s is not None else f'not by step {curve[-1][0]}' for s in said]
+        last = f'{100 * curve[-1][1]:.1f}'
+        assert re.search(rf'\n  {re.escape(arm)} +50%: {said[0]} +90%: {said[1]} +\(last {last}%\)',
+                         r.stdout), (arm, said)
     curve = [(0, 0.1), (2, 0.6), (4, 0.95)]
     assert (TD.steps_to(curve, 0.5), TD.steps_to(curve, 0.9), TD.steps_to(curve[:2], 0.9)) == (2, 4, None)
     assert TD.PAPER_GEMMA in r.stdout and (tmp_path / 'out' / 'finetune_real.png').is_file()

@@ -922,7 +922,7 @@ def output_folder(out, name):
     return out, created
 
 
-def writable(folder, size=1 << 20):
+def writable(folder, flag='--out', size=1 << 20):
     """Make `folder` and prove now, before the work, that it takes real bytes (`size` of them, flushed to
     the disk: an empty file would pass on a full disk); else one line of error naming it."""
     test = os.path.join(folder, '.write-test')
@@ -933,7 +933,7 @@ def writable(folder, size=1 << 20):
             f.flush()
             os.fsync(f.fileno())
     except OSError as e:
-        sys.exit(f"error: --out {folder}: cannot write there ({e.strerror or e})")
+        sys.exit(f"error: {flag} {folder}: cannot write there ({e.strerror or e})")
     finally:
         if os.path.isfile(test):
             os.remove(test)
@@ -947,7 +947,7 @@ def ask(model, vocab, cfg, text):
     the top three candidates with their logits and, with copy attention, the context position it copies
     from, then where the solver's token stands (its rank among all tokens and its logit: a collapsed
     model's right unseen name far down the list is the collapse, on screen). ValueError on bad input."""
-    if len(text.replace('.', ' . ').split()) + 2 > cfg.block_size():   # before the solver runs on it
+    if logic_data.fewest_tokens(text) > cfg.block_size():   # before the solver runs on it
         raise ValueError(f"problem too long: over {cfg.block_size()} tokens, this model reads at most "
                          f"{cfg.block_size()}")
     p = logic_data.parse(text)
@@ -1376,7 +1376,7 @@ def main_grid(args, argv):
     out = args.resume or args.out or os.path.join('runs', time.strftime('%Y%m%d-%H%M%S_') +
                                                   ('grid-quick' if args.quick else 'grid') +
                                                   ('' if base.layout == 'shapes' else '-' + base.layout))
-    writable(out)
+    writable(out, '--resume' if args.resume else '--out')
     command = ' '.join(['python', 'unseen.py'] + (sys.argv[1:] if argv is None else argv))
     rows = grid_rows(base)
     workers = (os.cpu_count() or 1) if device == 'cpu' else 1
