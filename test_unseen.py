@@ -573,9 +573,9 @@ def test_muon_takes_the_blocks_matrices_and_the_embeddings_keep_adamw_with_decay
     assert 'muon' == U.Config().optimizer and U.Config(layout='template').optimizer == 'adamw'
 
 
-def test_lr_warms_up_then_decays_to_a_tenth():
+def test_lr_warms_up_then_decays_to_its_floor():
     """cosine: decays from the end of the warmup on; wsd (the default): holds the full rate, then decays
-    linearly over the last quarter of the steps."""
+    linearly over the last quarter of the steps; both end at --lr-floor of the full rate (here a tenth)."""
     cfg = replace(TINY, lr=1e-2, warmup=10, steps=110, schedule='cosine')
     lrs = [U.get_lr(cfg, s) for s in range(cfg.steps)]
     assert lrs[0] == pytest.approx(1e-3) and lrs[9] == pytest.approx(1e-2)      # linear warm-up
@@ -591,6 +591,18 @@ def test_lr_warms_up_then_decays_to_a_tenth():
     assert lrs[105] == pytest.approx(0.55e-2) and lrs[120] == pytest.approx(1e-3)  # linear: half-way, end
     assert all(a > b for a, b in zip(lrs[90:], lrs[91:]))
     assert U.get_lr(cfg, 10 * cfg.steps) == pytest.approx(1e-3)
+    assert U.Config().lr_floor == U.Config(layout='template').lr_floor == 0.1
+    assert U.config_error(replace(cfg, lr_floor=-0.5)) == '--lr-floor -0.5: must be a number in [0, 1]'
+    says = lambda **kw: re.search(r'then (?:linearly down to|a cosine decay to) ([^(]+) \(',
+                                  U.plan(replace(cfg, **kw), 'out')).group(1)    # the run's plan says so
+    assert (says(), says(lr_floor=0.0), says(lr_floor=0.25, schedule='wsd')) == ('a tenth', 'zero',
+                                                                                 '0.25 of it')
+    for schedule in ('wsd', 'cosine'):
+        low = replace(cfg, schedule=schedule, lr_floor=0.0)
+        lrs = [U.get_lr(low, s) for s in range(low.steps + 1)]
+        assert lrs[10] == pytest.approx(1e-2) and lrs[-1] == pytest.approx(0.0, abs=1e-12)
+        assert all(a >= b for a, b in zip(lrs[10:], lrs[11:]))
+        assert lrs[105 if schedule == 'wsd' else 65] == pytest.approx(0.5e-2)   # half-way: half the rate
 
 
 def test_grad_clip_bounds_the_gradient_the_step_uses_and_is_off_by_default():
@@ -2005,6 +2017,23 @@ def test_a_resume_with_other_settings_is_refused_naming_each_and_deletes_nothing
     r = run('unseen.py', '--grid', '--resume', str(tmp_path), '--layout', 'template', '--precision', 'fp32')
     assert r.returncode == 1 and 'its runs were trained with --quick (this grid: no --quick)' in r.stderr
     assert (tmp_path / 'grid_runs.jsonl').read_text() == text                  # not a byte lost
+
+
+def test_a_grid_run_written_before_lr_floor_is_a_run_of_this_grid(tmp_path):
+    """Grid runs written before --lr-floor existed decayed to a tenth, as the grid still does: a resume keeps
+    them (a config without the key), and one with another floor is a run of other settings."""
+    cfg = U.Config(**U.GRID_QUICK, precision='fp32')
+    assert cfg.lr_floor == 0.1
+    wanted = {('standard', 0): json.loads(json.dumps(U.asdict(cfg)))}
+    old = json.loads(grid_line(cfg))
+    del old['config']['lr_floor']
+    other = json.loads(grid_line(replace(cfg, lr_floor=0.0)))
+    path = tmp_path / 'grid_runs.jsonl'
+    path.write_text(json.dumps(old) + '\n')
+    runs, skipped, differ = U.saved_runs(str(path), wanted)
+    assert len(runs) == 1 and not skipped and not differ
+    path.write_text(json.dumps(other) + '\n')
+    assert U.saved_runs(str(path), wanted)[2] == {'lr_floor': (0.0, 0.1)}
 
 
 def test_the_printed_resume_command_carries_every_setting_of_the_grid():

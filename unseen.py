@@ -85,6 +85,7 @@ class Config:
     warmup: int = 100
     schedule: str = 'wsd'      # 'wsd' or 'cosine' (get_lr)
     decay: float = None        # wsd: the share of the steps, at the end, over which the rate decays
+    lr_floor: float = 0.1      # the rate at the end, as a share of the full rate (both schedules)
     grad_clip: float = 0.0     # clip the gradient's global norm at this (0: never)
     # evaluation and logging
     eval_every: int = 500
@@ -417,14 +418,15 @@ def decay_start(cfg):
 def get_lr(cfg, step):
     """AdamW's rate at `step` (Muon's is in the same ratio to its full rate): a linear warmup over
     cfg.warmup steps; then 'wsd' (warmup-stable-decay): the full rate, and over the last cfg.decay of the
-    steps a linear decay to a tenth; or 'cosine': a cosine decay to a tenth all along."""
+    steps a linear decay to cfg.lr_floor of it (a tenth); or 'cosine': a cosine decay to it all along."""
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
+    low = cfg.lr_floor
     if cfg.schedule == 'wsd':
         s = decay_start(cfg)
-        return cfg.lr * (1 - 0.9 * min(1.0, max(0.0, step - s) / (cfg.steps - s)))
+        return cfg.lr * (1 - (1 - low) * min(1.0, max(0.0, step - s) / (cfg.steps - s)))
     ratio = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-    return cfg.lr * (0.1 + 0.45 * (1 + math.cos(math.pi * min(ratio, 1.0))))
+    return cfg.lr * (low + (1 - low) / 2 * (1 + math.cos(math.pi * min(ratio, 1.0))))
 
 
 def set_lr(optimizer, cfg, step):
@@ -786,8 +788,9 @@ def plan(cfg, out):
                      f"{cfg.curriculum} steps, every depth 1-{cfg.max_depth}{' and shape' * bool(shapes)} "
                      f"from step {(cfg.max_depth - 1) * cfg.curriculum} (the tests have every depth from the "
                      "start)")
-    decay = (f"the full rate until step {round(decay_start(cfg))}, then linearly down to a tenth"
-             if cfg.schedule == 'wsd' else "then a cosine decay to a tenth")
+    floor = 'zero' if cfg.lr_floor == 0 else 'a tenth' if cfg.lr_floor == 0.1 else f'{cfg.lr_floor:g} of it'
+    decay = (f"the full rate until step {round(decay_start(cfg))}, then linearly down to {floor}"
+             if cfg.schedule == 'wsd' else f"then a cosine decay to {floor}")
     if cfg.steps <= cfg.warmup:
         decay = f"which this {cfg.steps}-step run ends inside"
     rates = f"Muon {cfg.muon_lr:g} on the blocks' matrices, AdamW {cfg.lr:g} on the rest" \
@@ -1254,6 +1257,7 @@ def read_run(raw):
             and isinstance(r.get('config'), dict)
             and all(type(r.get(k)) in (int, float) and math.isfinite(r[k]) for k in numbers)):
         return None
+    r['config'].setdefault('lr_floor', 0.1)           # a run from before --lr-floor decayed to a tenth
     return r if all(0 <= r[k] <= 1 for k in numbers[4:]) else None
 
 
@@ -1631,9 +1635,11 @@ def parse_args(argv=None):
     a('--lr', type=float, default=None, help=by_layout('lr') + ": AdamW's rate")
     a('--muon-lr', type=float, default=d.muon_lr, help="Muon's rate (with --optimizer muon)")
     a('--schedule', choices=('wsd', 'cosine'), default=d.schedule, help='after the warmup, wsd: the full lr, '
-      'then a linear decay to a tenth over the last --decay of the steps; cosine: a cosine decay to a tenth')
+      'then a linear decay to --lr-floor over the last --decay of the steps; cosine: a cosine decay to it')
     a('--decay', type=float, default=None, help=by_layout('decay') + ': with --schedule wsd, the share of '
       'the steps over which the rate decays')
+    a('--lr-floor', type=float, default=d.lr_floor, help='the rate at the end of the decay, as a share of '
+      'the full rate')
     a('--weight-decay', type=float, default=d.weight_decay, help='AdamW decay, (un)embeddings included')
     a('--grad-clip', type=float, default=d.grad_clip, help='clip the global gradient norm (0: never)')
     a('--eval-every', type=int, default=d.eval_every)
@@ -1728,7 +1734,7 @@ def config_error(c):
     open_low = ('lr', 'muon_lr', 'emb_norm', 'decay')   # zero trains nothing; nan and inf fail all tests
     ranges = (('lr', 0, 1), ('muon_lr', 0, 1), ('weight_decay', 0, 10), ('grad_clip', 0, 1000),
               ('identity_a', -100, 100), ('identity_b', -100, 100), ('emb_norm', 0, 100), ('decay', 0, 1),
-              ('broken', 0, 1))
+              ('lr_floor', 0, 1), ('broken', 0, 1))
     highs = (('n_symbols', 100_000), ('n_embd', 2048), ('n_layer', 48), ('batch_size', 4096),
              ('eval_n', 20_000), ('steps', 10_000_000), ('shift', 1000))
     if c.layout not in logic_data.LAYOUTS:
