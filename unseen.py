@@ -421,12 +421,11 @@ def get_lr(cfg, step):
     steps a linear decay to cfg.lr_floor of it (a tenth); or 'cosine': a cosine decay to it all along."""
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
-    low = cfg.lr_floor
     if cfg.schedule == 'wsd':
         s = decay_start(cfg)
-        return cfg.lr * (1 - (1 - low) * min(1.0, max(0.0, step - s) / (cfg.steps - s)))
+        return cfg.lr * (1 - (1 - cfg.lr_floor) * min(1.0, max(0.0, step - s) / (cfg.steps - s)))
     ratio = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-    return cfg.lr * (low + (1 - low) / 2 * (1 + math.cos(math.pi * min(ratio, 1.0))))
+    return cfg.lr * (cfg.lr_floor + (1 - cfg.lr_floor) / 2 * (1 + math.cos(math.pi * min(ratio, 1.0))))
 
 
 def set_lr(optimizer, cfg, step):
