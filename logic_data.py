@@ -19,14 +19,21 @@ a training batch. The test scenarios rename variables after a problem is sampled
     all    every variable renamed to a distinct unseen symbol
 
 How a problem is made: first the structure is sampled, then `forward_chain` labels it; the solver is the
-single source of truth for the chain and the answer. The structure (the default, layout 'shapes'):
+single source of truth for the chain and the answer. Rules have 1 to `max_premises` premises (2 by
+default: 'a b -> c', a conjunction, is a Horn clause in full; 1 is reachability in a graph). The
+structure (the default, layout 'shapes'):
     a planted path     a fact, then 1..max_depth rules, each needing the atom derived just before it
+                       (and, in a conjunction, a fact or an earlier atom too: listed before that premise
+                       is derived, the rule waits for it)
     facts              1-4 (the path starts from one of them; the others may be premises anywhere)
     side rules         0-2 rules that fire but are not needed (their heads join the chain wherever forward
                        chaining reaches them), or whose head is already known when they could fire
-    dead rules         0-3 rules with a premise that is never derivable: they never fire
+    dead rules         0-3 rules with a premise that is never derivable: they never fire (a conjunction
+                       among them may have every other premise known: one premise short)
     the query          provable: the path's end, a fact, an atom on the path or a side rule's head;
-                       unprovable: a dead rule's premise or head, or a name in no rule
+                       unprovable: a dead rule's premise or head, a name in no rule, or (training
+                       only, --broken) a name on a path that breaks where a rule needs a name nothing
+                       derives
 All rules are shuffled, so side and dead rules stand before, between and after the path's. True and
 false are balanced within each depth. A shape family is (facts, side rules, dead rules); HELD_OUT lists
 the families the demo never trains on, to test it on shapes it never saw. `arbitrary` draws problems
@@ -93,6 +100,17 @@ class Vocab:
 
     def decode(self, ids):
         return ' '.join(self.itos[i] for i in ids)
+
+    def new_names(self, p):
+        """{name: unseen name} for a problem's names this vocabulary lacks (a student's own 'rain', 'snow'):
+        names a model never saw are the paper's unseen symbols, so each takes a distinct unseen name the
+        problem does not use. ValueError if there are more of them than such unseen names."""
+        new = [a for a in p.names() if a not in self.stoi]
+        free = [u for u in self.unseen_names if u not in p.names()]
+        if len(new) > len(free):
+            raise ValueError(f"{len(new)} names new to this model, more than the {len(free)} unseen names it "
+                             "could write them as")
+        return dict(zip(new, free))
 
 # -----------------------------------------------------------------------------
 # the problem, its solver, its text form
@@ -264,6 +282,8 @@ SHAPE_LIMITS = dict(facts=(1, 4), side=(0, 2), dead=(0, 3))   # per problem, inc
 # shape families (facts, side rules, dead rules) never drawn for training: the test of shapes never seen.
 # (1, 0, 0) is the smallest problem, 'u1 . u1 -> u2 . ? u2'; the other two are a middle and a wide one.
 HELD_OUT = ((1, 0, 0), (2, 1, 2), (4, 2, 0))
+# the tests of length: chains this many steps longer than any in training (layout 'shapes')
+BEYOND = (1, 2, 4)
 LAYOUTS = ('shapes', 'template')
 
 
@@ -271,7 +291,7 @@ LAYOUTS = ('shapes', 'template')
 class GenConfig:
     min_depth: int = 1        # length of the planted derivation (the path from a fact to its end)
     max_depth: int = 4
-    max_premises: int = 1     # rules have 1..max_premises premises (at most 3)
+    max_premises: int = 2     # rules have 1..max_premises premises (at most 3): 'a b -> c' is a conjunction
     layout: str = 'shapes'    # 'shapes': facts, side and dead rules, queries of every kind (below);
                               # 'template': always 2 facts, the path and 2 dead rules (one layout)
     held_out: tuple = ()      # shape families (facts, side, dead) never drawn: HELD_OUT for training
@@ -309,13 +329,13 @@ def size_error(n_symbols, max_depth, max_premises):
         return '--max-premises must be 1, 2 or 3'
     if max_depth < 1:
         return '--max-depth must be >= 1'
-    need = GenConfig(max_depth=max_depth + 2).max_names()    # + 2: the tests of longer chains
+    need = GenConfig(max_depth=max_depth + BEYOND[-1]).max_names()    # the tests of longer chains
     if need > N_UNSEEN:
         return (f'--max-depth {max_depth} needs {need} distinct names per problem; '
                 f'the unseen pool has {N_UNSEEN}')
     if n_symbols < need:
-        return (f'--n-symbols must be >= {need}: a test problem (depth up to {max_depth + 2}, two steps '
-                f'beyond --max-depth) uses up to {need} distinct names')
+        return (f'--n-symbols must be >= {need}: a test problem (depth up to {max_depth + BEYOND[-1]}, '
+                f'{BEYOND[-1]} steps beyond --max-depth) uses up to {need} distinct names')
     return None
 
 
@@ -494,11 +514,16 @@ def make_problems(rng, cfg, vocab, n, scenario='none'):
     return [apply_scenario(rng, generate(rng, cfg, vocab.train_names), scenario, vocab) for _ in range(n)]
 
 
+def longer_name(d, max_depth):
+    """The name of shape_sets' test set of chains d steps longer than training's longest."""
+    return f'chains {d} step{"s" * (d > 1)} longer (depth {max_depth + d})'
+
+
 def shape_sets(rng, cfg, vocab, n, max_tokens):
     """Test sets of n problems each whose shape a generator of `cfg` (the test problems') never draws, in
     training names ('none') and the same problems in unseen names ('all'): the held-out shape families, the
     other layout, arbitrary Horn problems (random facts and rules, no planted path) and (layout 'shapes')
-    chains one and two steps longer than any in training; only problems of at most `max_tokens` tokens
+    chains 1, 2 and 4 steps longer than any in training (BEYOND); only problems of at most `max_tokens` tokens
     (what the model reads). A model that learned forward chaining solves them; one that learned a layout
     does not."""
     draw = {}
@@ -510,8 +535,8 @@ def shape_sets(rng, cfg, vocab, n, max_tokens):
     else:
         draw[f'every shape (the default layout; those of <= {max_tokens} tokens)'] = \
             replace(cfg, layout='shapes', held_out=())
-    for d in (1, 2) if cfg.layout == 'shapes' else ():     # (a template model reads no longer ones)
-        draw[f'chains {d} step{"s" * (d > 1)} longer (depth {cfg.max_depth + d})'] = \
+    for d in BEYOND if cfg.layout == 'shapes' else ():     # (a template model reads no longer ones)
+        draw[longer_name(d, cfg.max_depth)] = \
             replace(cfg, min_depth=cfg.max_depth + d, max_depth=cfg.max_depth + d)
 
     def fitting(sample):   # a template model's position table is shorter than many shapes: those that fit

@@ -51,7 +51,7 @@ class Config:
     # data (logic_data.py)
     n_symbols: int = 5000      # training symbol pool: the paper's diversity knob
     max_depth: int = 4         # planted derivations of depth 1..max_depth
-    max_premises: int = 1      # premises per rule: 1..max_premises
+    max_premises: int = None   # premises per rule: 1..max_premises (None: by layout; 2: 'a b -> c')
     curriculum: int = None     # one depth more every this many steps (depth_at; 0: every depth at once)
     broken: float = 0.5        # share of unprovable problems whose path breaks (logic_data.sample_structure)
     layout: str = 'shapes'     # 'shapes': problems of many shapes; 'template': one layout (logic_data.py)
@@ -66,8 +66,10 @@ class Config:
     identity_a: float = 1.0    # a_h at the start (trained)
     identity_b: float = 0.0    # b_h at the start (trained)
     tie_emb: bool = True       # unembedding = input embedding (GPT-2 style)
-    positions: str = 'learned'  # 'learned': a table of rows added to the input (GPT-2); 'rotary': queries and
-                               # keys rotated by position (RoPE), so attention sees only relative offsets
+    positions: str = 'learned'  # 'learned': a table of rows added to the input (GPT-2); 'randomised': the same
+                               # table, each training problem read from a random row of it (Ruoss et al.
+                               # 2023); 'rotary': queries and keys rotated by position (RoPE), so attention
+                               # sees only relative offsets; 'none': no positions (the causal mask orders)
     shift: int = None          # learned positions: training reads each problem from row 0 or row `shift` of
                                # the table at random, the tests from row `shift` (why: LAYOUT_DEFAULTS)
     emb_norm: float = 1.0      # mean row norm of the orthogonal (un)embeddings
@@ -98,7 +100,7 @@ class Config:
         for k, v in LAYOUT_DEFAULTS[self.layout].items():
             if getattr(self, k) is None:
                 setattr(self, k, v)
-        if self.positions != 'learned':   # no table to shift (the command line refuses --shift with them)
+        if self.positions != 'learned':   # nothing to shift (the command line refuses --shift with them)
             self.shift = 0
         self.device = pick_device(self.device)
         self.precision = pick_precision(self.precision, self.device)
@@ -123,25 +125,26 @@ class Config:
         return min(self.max_depth, 1 + step // self.curriculum) if self.curriculum else self.max_depth
 
     def longest_problems(self):
-        """The generator of the longest problems the model reads: chains two steps longer than training has
+        """The generator of the longest problems the model reads: chains four steps longer than training has
         (the test of depth beyond training); the template layout: its own. It reads only max_depth,
         max_premises and layout, so config_error calls it on the command line's namespace too."""
-        deepest = self.max_depth + 2 * (self.layout == 'shapes')
-        return logic_data.GenConfig(max_depth=deepest, max_premises=self.max_premises, layout=self.layout)
+        deepest = self.max_depth + logic_data.BEYOND[-1] * (self.layout == 'shapes')
+        premises = self.max_premises or LAYOUT_DEFAULTS[self.layout]['max_premises']   # (a namespace: None)
+        return logic_data.GenConfig(max_depth=deepest, max_premises=premises, layout=self.layout)
 
     def block_size(self):
         """Longest sequence the model reads (the learned position table's size)."""
         return self.longest_problems().max_tokens()
 
-POSITIONS = ('learned', 'rotary')
+POSITIONS = ('learned', 'randomised', 'rotary', 'none')
 # what each layout needs. Problems of every shape take a fourth layer, more steps and larger batches, Muon,
 # and --shift 2: the shortest test problem is shorter than any in training, and read from row 0 its answer
 # would stand at a position where no training problem has one; training from rows 0 and 2 at random, and
 # testing from row 2, puts every answer where training has put some. The one layout needs none of it.
 LAYOUT_DEFAULTS = {'shapes': dict(steps=7500, batch_size=128, n_layer=4, shift=2, optimizer='muon', lr=1e-2,
-                                  curriculum=250, decay=0.4),
+                                  curriculum=250, decay=0.4, max_premises=2),
                    'template': dict(steps=4000, batch_size=64, n_layer=3, shift=0, optimizer='adamw', lr=2e-3,
-                                    curriculum=500, decay=0.25)}
+                                    curriculum=500, decay=0.25, max_premises=1)}
 
 # -----------------------------------------------------------------------------
 # the model: nanoGPT, with identity terms and copy attention
@@ -265,7 +268,7 @@ class GPT(nn.Module):
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(vocab_size, cfg.n_embd),
             wpe=nn.Embedding(cfg.block_size() + cfg.shift, cfg.n_embd)         # cfg.shift rows more
-            if cfg.positions == 'learned' else None,
+            if cfg.positions in ('learned', 'randomised') else None,
             h=nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)]),
             ln_f=nn.LayerNorm(cfg.n_embd),
         ))
@@ -589,11 +592,16 @@ def rows_stats(model, vocab):
 
 def train_step(model, optimizer, x, y):
     """One optimiser step on one batch (--grad-clip: on the clipped gradient); returns the loss. Each problem
-    is read from row 0 or row cfg.shift of the position table, at random (Config.shift)."""
+    is read from row 0 or row cfg.shift of the position table, at random (Config.shift); with randomised
+    positions, from any row at which it fits in the table, so every row is trained in every role and
+    none can count steps."""
     first_row = None
     if model.cfg.shift:
         back = torch.randint(0, 2, (x.size(0), 1), device=x.device)    # these problems step back to row 0
         first_row = model.cfg.shift * (1 - back)                        # (B, 1)
+    elif model.cfg.positions == 'randomised':
+        rows = model.transformer.wpe.num_embeddings
+        first_row = torch.randint(0, rows - x.size(1) + 1, (x.size(0), 1), device=x.device)   # (B, 1)
     _, loss = model(x, y, first_row)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
@@ -637,13 +645,16 @@ def train(cfg, log=print, predictions=None):
 # the verdict, and main
 
 
-def verdict(cfg, history, headline, shapes=None):
+def verdict(cfg, history, headline, shapes=None, predictions=None):
     """The run's end in words: the last evaluation's table, then whether the model solves the `headline`
-    scenario, why (against the training names), the shapes it never trained on, and its unseen rows."""
+    scenario, why (against the training names), the shapes it never trained on, the chains longer than
+    any in training, and its unseen rows. With the last evaluation's `predictions`, exact match by chain
+    length too."""
     last = history[-1]
     lines = ['', f"{'scenario':<10}{'exact match':>12}",
              *[f"{s + (' *' if s == headline else ''):<10}{last[s]:>12.1%}" for s in logic_data.SCENARIOS],
-             rows_str(last), '', *([shapes_str(shapes), ''] if shapes else [])]
+             rows_str(last), '', *([shapes_str(cfg, shapes), ''] if shapes else []),
+             *([lengths_str(cfg, predictions, shapes), ''] if shapes and predictions else [])]
     acc = last[headline]
     what = {'none': 'problems in training symbols', 'query': 'problems whose query is an unseen symbol',
             'all': 'problems written entirely in unseen symbols'}[headline]
@@ -668,6 +679,12 @@ def verdict(cfg, history, headline, shapes=None):
             held = held_out_mean(shapes)
             lines.append(f"         on shapes it never trained on it solves {held['none']:.1%} in training "
                          f"symbols, {held['all']:.1%} in unseen ones.")
+            longer = longer_sets(cfg, shapes)
+            if longer:
+                lines.append(f"         on chains {' / '.join(map(str, longer))} steps longer than any in "
+                             "training: " + ' / '.join(f"{shapes[n]['none']:.1%}" for n in longer.values())
+                             + " in training symbols, " +
+                             ' / '.join(f"{shapes[n]['all']:.1%}" for n in longer.values()) + " in unseen.")
     if last['cos_unseen'] > 0.5 and not cfg.freeze_emb:
         lines.append(f"         its unseen unembeddings collapsed (mean cosine {last['cos_unseen']:.2f}): "
                      "it cannot tell unseen symbols apart.")
@@ -701,7 +718,7 @@ def main(argv=None):
     save_checkpoint(os.path.join(out, 'ckpt.pt'), model, cfg, history, shapes)
     plot(history, os.path.join(out, 'training.png'), f'{run_name(cfg)}, verdict on --unseen {args.unseen}')
     plot_rows(model, cfg, vocab, os.path.join(out, 'ckpt_rows.png'))
-    print(verdict(cfg, history, args.unseen, shapes))
+    print(verdict(cfg, history, args.unseen, shapes, predictions))
     print(f"trained in {duration(wall)}")
     mistakes(model, vocab, args.unseen, predictions)
     print(f"\nwrote {out}/ckpt.pt, {out}/training.png and {out}/ckpt_rows.png; try:\n"
@@ -745,9 +762,39 @@ def rows_str(r):
             f"mean norm {r['norm_unseen']:.2f} (training rows {r['norm_train']:.2f})")
 
 
-def shapes_str(acc):
+def shapes_str(cfg, acc):
+    """The shape sets but the longer chains (lengths_str has those)."""
     lines = ['problems of shapes never trained on: exact match in training names / unseen names']
-    lines += [f"  {name:<56}{a['none']:7.1%} / {a['all']:6.1%}" for name, a in acc.items()]
+    lines += [f"  {name:<56}{a['none']:7.1%} / {a['all']:6.1%}" for name, a in acc.items()
+              if name not in longer_sets(cfg, acc).values()]
+    return '\n'.join(lines)
+
+
+def longer_sets(cfg, shapes):
+    """{steps beyond training: the name of its set in `shapes`} (evaluate_shapes; none for a template run)."""
+    names = {d: logic_data.longer_name(d, cfg.max_depth) for d in logic_data.BEYOND}
+    return {d: name for d, name in names.items() if name in shapes}
+
+
+def by_depth(problems, ok):
+    """Exact match per depth of the planted derivation (the chain's length): {depth: (accuracy, n)}."""
+    depths = {}
+    for p, right in zip(problems, ok.tolist()):
+        depths.setdefault(p.how['depth'], []).append(right)
+    return {d: (sum(r) / len(r), len(r)) for d, r in sorted(depths.items())}
+
+
+def lengths_str(cfg, predictions, shapes):
+    """Exact match by chain length: each depth of the test problems (the last evaluation's predictions),
+    then chains 1, 2 and 4 steps longer than any in training (the shape sets), in training / unseen names."""
+    ok = {s: (predictions[s][1] == predictions[s][2]).all(dim=1) for s in ('none', 'all')}
+    depth = {s: by_depth(predictions[s][0], ok[s]) for s in ('none', 'all')}
+    lines = ['exact match by chain length (depth of the derivation): in training names / unseen names']
+    lines += [f"  {f'depth {d}':<28}{depth['none'][d][0]:7.1%} / {depth['all'][d][0]:6.1%}   "
+              f"({depth['none'][d][1]} / {depth['all'][d][1]} problems)" for d in depth['none']]
+    lines += [f"  {f'depth {cfg.max_depth + d} ({d} beyond training)':<28}"
+              f"{shapes[name]['none']:7.1%} / {shapes[name]['all']:6.1%}"
+              for d, name in longer_sets(cfg, shapes).items()]
     return '\n'.join(lines)
 
 
@@ -953,6 +1000,11 @@ def ask(model, vocab, cfg, text):
         raise ValueError(f"problem too long: over {cfg.block_size()} tokens, this model reads at most "
                          f"{cfg.block_size()}")
     p = logic_data.parse(text)
+    mine = vocab.new_names(p)                              # a student's own names: written as unseen ones
+    if mine:
+        print("names new to this model, written as unseen ones: " +
+              ', '.join(f'{a} -> {u}' for a, u in mine.items()))
+        p = p.rename(mine)
     ids, n_prompt = vocab.encode(p)
     if len(ids) > cfg.block_size():
         raise ValueError(f"problem too long: {len(ids)} tokens, this model reads at most {cfg.block_size()}")
@@ -962,6 +1014,9 @@ def ask(model, vocab, cfg, text):
     trace = []
     out = generate(model, vocab, ids[:n_prompt], trace)
     ok = show(vocab, p, vocab.decode(out))
+    if mine:
+        back = {u: a for a, u in mine.items()}
+        print("in your names: " + ' '.join(back.get(t, t) for t in vocab.decode(out).split()))
     context = ids[:n_prompt] + out
     print("\nstep by step (logits of the top three candidates; the solver's token: its rank and logit):")
     want = ids[n_prompt:]                                  # the solver's chain, answer and <eos>
@@ -1019,15 +1074,29 @@ def load_checkpoint(path, device='cpu'):
 def solve_problems(model, vocab, cfg, numbered, path, n_show=5):
     """--problems: exact match of a model on a user's own problems ([(line number, problem)], as
     logic_data.read_problems reads them), with its first mistakes."""
-    for line, p in numbered:
+    renamed = []
+    for i, (line, p) in enumerate(numbered):
         try:
-            ids, _ = vocab.encode(p)
+            mine = vocab.new_names(p)                      # a student's own names: written as unseen ones
+            if mine:
+                numbered[i] = (line, p.rename(mine))
+                renamed.append((line, mine))
+            ids, _ = vocab.encode(numbered[i][1])
         except ValueError as e:
             raise ValueError(f'{path}, line {line}: {e}')
         if len(ids) > cfg.block_size():
             raise ValueError(f'{path}, line {line}: too long: {len(ids)} tokens, this model reads at '
                              f'most {cfg.block_size()}')
     problems = [p for _, p in numbered]
+    if renamed:
+        line, mine = renamed[0]
+        print(f"note: {len(renamed)} of {len(problems)} problems use names new to this model, written as unseen "
+              f"ones (line {line}: {', '.join(f'{a} -> {u}' for a, u in mine.items())})")
+    beyond = [(line, note) for line, p in numbered
+              for note in [logic_data.beyond_training(cfg.gen_config(), p)] if note]
+    if beyond:
+        print(f"note: {len(beyond)} of {len(problems)} problems lie beyond what the model trained on (line "
+              f"{beyond[0][0]}: {beyond[0][1]})")
     ok = torch.cat([exact_match(model, *make_batch(problems[i:i + 256], vocab, cfg.device))
                     for i in range(0, len(problems), 256)]).tolist()
     split = lambda answer: [r for r, p in zip(ok, problems) if p.answer == answer]
@@ -1062,18 +1131,18 @@ def evaluate_checkpoint(args):
         sys.exit(f"error: --out {out}: {os.path.basename(rows)} there is a folder; "
                  "the rows picture goes there")
     writable(out)
-    predictions = {}
+    predictions, t0 = {}, time.time()
     acc = evaluate(model, vocab, eval_sets(cfg, vocab), cfg.device, predictions)
     print(f"{args.ckpt}: {run_name(cfg)}, exact match on its {cfg.eval_n} test problems per scenario:")
     for s in logic_data.SCENARIOS:
         print(f"  {s:<6}{acc_str(acc, s)}")
     print('  on the problems whose chain writes a name (not a query that is a fact): ' +
           ' / '.join(f"{s} {acc[s + '_named']:.1%}" for s in logic_data.SCENARIOS))
-    print(rows_str(rows_stats(model, vocab)))
-    print(shapes_str(evaluate_shapes(model, vocab, shape_sets(cfg, vocab), cfg.device)))
+    shapes = evaluate_shapes(model, vocab, shape_sets(cfg, vocab), cfg.device)
+    print(verdict(cfg, [{**acc, **rows_stats(model, vocab)}], args.unseen, shapes, predictions))
     mistakes(model, vocab, args.unseen, predictions)
     plot_rows(model, cfg, vocab, rows)
-    print(f"\nwrote {rows}")
+    print(f"\nwrote {rows} (evaluated in {duration(time.time() - t0)})")
 
 # -----------------------------------------------------------------------------
 # worker processes: runs side by side, one per core (--grid, its fine-tuning contrast, --bench)
@@ -1144,9 +1213,9 @@ def in_workers(fn, jobs, workers):
 
 # one common setting for every row: the demo's model (4 layers), problems of every shape and symbol pool, on
 # shallower derivations (depth 1-2) and 4000 steps, so that 2 seeds of every row fit on 2 CPU cores in about
-# an hour; --quick, for a class: one seed, 1200 steps. AdamW alone, no broken paths: the training the
-# README's table of the grid comes from.
-GRID_TRAINING = dict(optimizer='adamw', lr=2e-3, curriculum=500, decay=0.25, broken=0.0)
+# an hour; --quick, for a class: one seed, 1200 steps. AdamW alone, no broken paths, rules of one premise:
+# the training and the task the README's table of the grid comes from (the earlier task).
+GRID_TRAINING = dict(optimizer='adamw', lr=2e-3, curriculum=500, decay=0.25, broken=0.0, max_premises=1)
 GRID = dict(n_symbols=5000, max_depth=2, steps=4000, eval_every=1000, eval_n=500, **GRID_TRAINING)
 GRID_QUICK = dict(n_symbols=5000, max_depth=2, steps=1200, eval_every=600, eval_n=300, **GRID_TRAINING)
 GRID_FORGET_EVERY = 100                          # forget-until stops resetting halfway through
@@ -1602,7 +1671,9 @@ def parse_args(argv=None):
     a('--identity-a', type=float, default=d.identity_a, help="a_h at the start (match equal tokens)")
     a('--identity-b', type=float, default=d.identity_b, help='b_h at the start (copy the matched tokens)')
     a('--positions', choices=POSITIONS, default=d.positions, help='learned: a table of '
-      'position rows added to the input; rotary: queries and keys rotated by position (relative offsets)')
+      'position rows added to the input; randomised: the same table, each training problem read from a '
+      'random row of it; rotary: queries and keys rotated by position (relative offsets); none: no '
+      'positions at all')
     a('--shift', type=int, default=None, metavar='N', help=by_layout('shift') + ' (learned positions): '
       'training puts each problem at row 0 or row N of the position table at random, the tests at row N '
       '(keep N even: every prompt has an odd length, and the models read parity)')
@@ -1614,7 +1685,8 @@ def parse_args(argv=None):
     a('--forget-until', type=int, default=0, metavar='N', help='no resets after step N (0: never stop)')
     a('--n-symbols', type=int, default=d.n_symbols, help='training symbol pool (diversity)')
     a('--max-depth', type=int, default=d.max_depth, help='longest planted derivation')
-    a('--max-premises', type=int, default=d.max_premises, help='premises per rule (1 to 3)')
+    a('--max-premises', type=int, default=None, help=by_layout('max_premises') + ': premises per rule '
+      '(1 to 3; 1: no conjunctions)')
     a('--curriculum', type=int, default=None, metavar='N', help=by_layout('curriculum') + ': training '
       'problems start at depth 1, one depth more every N steps (0: every depth from the start)')
     a('--broken', type=float, default=d.broken, help='share of the unprovable problems whose planted path '
@@ -1754,7 +1826,7 @@ def config_error(c):
         (c.n_head >= 1 and c.positions == 'rotary' and c.n_embd // c.n_head % 2,
          f'--positions rotary turns pairs of channels: the head size --n-embd / --n-head '
          f'({c.n_embd} / {c.n_head} = {c.n_embd // max(1, c.n_head)}) must be even'),
-        (True, logic_data.size_error(c.n_symbols, c.max_depth, c.max_premises)),
+        (True, logic_data.size_error(c.n_symbols, c.max_depth, number('max_premises'))),
         *[(not low <= number(k) <= high or (number(k) == 0 and k in open_low),
            f"{flag(k)} {number(k)}: must be a number in {'(' if k in open_low else '['}{low}, {high}]")
           for k, low, high in ranges],
