@@ -353,14 +353,16 @@ def draw_shape(rng, cfg):
 def sample_structure(rng, cfg, depth, provable):
     """A problem over abstract atoms 0, 1, 2, ...: its facts, rules and query (not yet labelled), and the
     number of atoms. Every problem has a planted path: a fact, then `depth` rules, each needing the atom
-    derived just before it. Around it, by the shape (facts, side, dead):
+    derived just before it (and, with a second premise, a fact or an atom the path derived earlier).
+    Around it, by the shape (facts, side, dead):
       facts       1-4 facts; the path starts from one of them, the others may be premises anywhere
       side rules  0-2 rules that fire but are not on the path (their chain steps are not needed), or whose
                   head is already known when they could fire (they never fire)
       dead rules  0-3 rules with a premise that is never derivable (they never fire)
     All rules are shuffled, so side and dead rules stand before, between or after the path's.
     The query: if provable, the path's end, a fact, an atom on the path, or a side rule's head; if not, a
-    dead rule's premise or head, or a name in no rule."""
+    dead rule's premise or head, a name in no rule, or (cfg.broken of them) a name on a path that breaks at
+    a random step, where a rule needs a name nothing derives."""
     if cfg.layout == 'template':
         return sample_template(rng, cfg, depth, provable)
     n_facts, n_side, n_dead = draw_shape(rng, cfg)

@@ -27,7 +27,7 @@ import unseen as U
 
 # a small, fast configuration for training-based tests (every depth from the start: no curriculum)
 # the tests' small model; no --shift (the default's is tested on its own): the mechanism tests' margins were
-# measured without it (with it, the collapse test's training rows end at cosine 0.47, not under 0.45)
+# measured without it
 # (and its training as first measured: AdamW alone at 2e-3, the last quarter decayed, no broken paths, rules
 # of one premise)
 TINY = U.Config(n_symbols=40, n_layer=2, n_head=2, n_embd=32, batch_size=32, steps=40, warmup=5,
@@ -636,7 +636,8 @@ def test_muon_takes_the_blocks_matrices_and_the_embeddings_keep_adamw_with_decay
 
 def test_lr_warms_up_then_decays_to_its_floor():
     """cosine: decays from the end of the warmup on; wsd (the default): holds the full rate, then decays
-    linearly over the last quarter of the steps; both end at --lr-floor of the full rate (here a tenth)."""
+    linearly over the last --decay of the steps (TINY's quarter); both end at --lr-floor of the full rate
+    (here a tenth)."""
     cfg = replace(TINY, lr=1e-2, warmup=10, steps=110, schedule='cosine')
     lrs = [U.get_lr(cfg, s) for s in range(cfg.steps)]
     assert lrs[0] == pytest.approx(1e-3) and lrs[9] == pytest.approx(1e-2)      # linear warm-up
@@ -1092,8 +1093,8 @@ def readme_asks():
 
 def test_shipped_checkpoints_answer_the_projects_own_examples(capsys):
     """The problems the project shows (README, --help, the run's closing 'try:' line) through the shipped
-    checkpoints: every `--ask` output the README prints is what they print (the --help example among them,
-    which the frozen model gets wrong, as the README says), and the frozen model solves the others."""
+    checkpoints: every `--ask` output the README prints is what they print (the --help example among them),
+    and the frozen model solves the README's top problem and the closing line's."""
     asks = readme_asks()
     assert len(asks) >= 4 and {ck for ck, _, _ in asks} == {'assets/headline.pt', 'assets/standard.pt'}
     models = {ck: U.load_checkpoint(ck) for ck, _, _ in asks}
@@ -1146,9 +1147,28 @@ def test_shipped_checkpoints_reproduce_the_readmes_two_rows():
         assert rows[command][2:] == want, (ck, rows[command], want)
 
 
-def test_the_class_path_quotes_what_the_shipped_checkpoints_print(capsys):
-    """The lines the README's class path quotes (a log line, the two verdicts, the two --ask excerpts) are
-    lines the shipped checkpoints print: the verdicts from their stored histories, --ask run again."""
+def test_shipped_checkpoints_reproduce_the_readmes_shapes_and_lengths_tables():
+    """The README's shapes table and its table of exact match by chain length, cell by cell, re-measured
+    from the shipped checkpoints (they evaluate in the float32 they trained in, on any CPU)."""
+    shapes, lengths = {r[0]: r[1:] for r in readme_table('shapes')}, {r[0]: r[1:] for r in readme_table('lengths')}
+    for column, ck in enumerate(('assets/headline.pt', 'assets/standard.pt')):
+        model, vocab, cfg = U.load_checkpoint(ck)
+        assert cfg.precision == 'fp32'
+        predictions = {}
+        U.evaluate(model, vocab, U.eval_sets(cfg, vocab), predictions=predictions)
+        measured = U.evaluate_shapes(model, vocab, U.shape_sets(cfg, vocab))
+        for line in U.shapes_str(cfg, measured).splitlines()[1:]:
+            name, cell = line[2:58].strip(), ' '.join(line[58:].split())
+            assert shapes[name][column] == cell, (ck, name)
+        for line in U.lengths_str(cfg, predictions, measured).splitlines()[1:]:
+            name, cell = line[2:30].strip(), ' '.join(line[30:].split('(')[0].split())
+            assert lengths[name][column] == cell, (ck, name)
+    assert len(shapes) == 6 and len(lengths) == cfg.max_depth + len(L.BEYOND)
+
+
+def test_the_class_path_quotes_what_the_shipped_checkpoints_print():
+    """The lines the README's class path quotes (log lines and the two verdicts) are lines the shipped
+    checkpoints print: the verdicts from their stored histories, the log lines too."""
     text = open('README.md').read()
     block = text[text.index('<!-- quoted: class path -->'):].split('\n')[2:]
     block = block[:next(i for i, line in enumerate(block) if line and not line.startswith('    '))]
@@ -1159,11 +1179,6 @@ def test_the_class_path_quotes_what_the_shipped_checkpoints_print(capsys):
         cfg = U.Config(**{**stored['config'], 'device': 'cpu'})
         said = U.verdict(cfg, stored['history'], 'all', stored['shapes'])
         printed += said.splitlines()
-        model, vocab, cfg = U.load_checkpoint(ck)
-        for line in quoted:
-            if line.startswith(f'python unseen.py --ckpt {ck} --ask'):
-                U.ask(model, vocab, cfg, re.search(r"--ask '([^']+)'", line).group(1))
-                printed += capsys.readouterr().out.splitlines() + [line]
         printed += [U.progress_line(h, cfg.steps) for h in stored['history']]      # the run's log
     assert len(quoted) >= 6          # two log lines, two verdicts of two lines each
     missing = [line for line in quoted if line.strip() not in {p.strip() for p in printed}]

@@ -819,7 +819,7 @@ def duration(seconds):
     minutes, seconds = divmod(round(seconds), 60)
     return f"{minutes} min {seconds} s"
 
-TRY_PROBLEM = 'u92 . u29 . u75 -> u13 . u40 -> u3 . u92 -> u75 . u40 -> u2 . ? u3'   # the closing line's
+TRY_PROBLEM = 'u92 . u29 . u75 u29 -> u13 . u40 -> u3 . u92 -> u75 . u13 u40 -> u2 . ? u3'   # the closing line's
 
 
 def plan(cfg, out):
@@ -1654,7 +1654,7 @@ def config_from_args(args):
 
 
 def parse_args(argv=None):
-    """The command line: its flags here, its checks in check_args (appendix D)."""
+    """The command line: its flags here, its checks in check_args and config_error."""
     d = Config()
     p = argparse.ArgumentParser(prog='unseen.py', description='Train a transformer on Horn-clause logic and '
                                 'test it on unseen symbols.',
@@ -1728,7 +1728,7 @@ def parse_args(argv=None):
       'with --ask, or a file with --problems')
     a('--grid', action='store_true', help="train every configuration of the paper's table (2 seeds each, on "
       'problems of every shape) and run the fine-tuning contrast; writes grid.md, grid.json, grid.png, '
-      'finetune.png (about an hour on 2 CPU cores in bf16; the README gives the times)')
+      'finetune.png (about 75 min on 2 CPU cores in bf16; the README gives the times)')
     a('--quick', action='store_true', help='with --grid: one seed, fewer steps (about 11 min)')
     a('--seeds', type=int, default=None, help='with --grid: seeds per row (default 2, 1 with --quick)')
     a('--resume', metavar='DIR', help='with --grid: finish an interrupted grid in DIR (same --quick and '
