@@ -106,6 +106,9 @@ class Vocab:
         names a model never saw are the paper's unseen symbols, so each takes a distinct unseen name the
         problem does not use. ValueError if there are more of them than such unseen names."""
         new = [a for a in p.names() if a not in self.stoi]
+        odd = next((a for a in new if not a.isprintable()), None)    # an escape code, an invisible space
+        if odd:
+            raise ValueError(f"the name {ascii(odd)} holds characters that do not print")
         free = [u for u in self.unseen_names if u not in p.names()]
         if len(new) > len(free):
             raise ValueError(f"{len(new)} names new to this model, more than the {len(free)} unseen names it "
@@ -255,9 +258,12 @@ def read_problems(path, max_tokens=None, max_problems=100_000):
 
 
 def fewest_tokens(text):
-    """The fewest tokens a problem in this text makes, counted before parsing it: its own, an answer and
-    <eos> (a chain adds more). Cheap, so a huge text is refused before the solver runs on it."""
-    return len(text.replace('.', ' . ').split()) + 2
+    """The fewest tokens a problem in this text makes, counted before parsing it: the problem's own, ':',
+    then the solution written after ':' (or, if none is written, at least an answer), and <eos>: exact for a
+    line with its solution, a lower bound without (a chain adds more). Cheap, so a huge text is refused
+    before the solver runs on it."""
+    problem, _, solution = UNSEEN_NOTE.sub('', text).partition(':')
+    return len(problem.replace('.', ' . ').split()) + 1 + max(1, len(solution.split())) + 1
 
 
 def parse_line(line, max_tokens=None):
@@ -565,7 +571,8 @@ def main(argv=None):
     parser.add_argument('--scenario', choices=SCENARIOS, default='none', help='which names are unseen')
     parser.add_argument('--n-symbols', type=int, default=5000, help='size of the training symbol pool')
     parser.add_argument('--max-depth', type=int, default=d.max_depth, help='longest planted derivation')
-    parser.add_argument('--max-premises', type=int, default=d.max_premises, help='premises per rule, 1 to 3')
+    parser.add_argument('--max-premises', type=int, default=d.max_premises, help='premises per rule, 1 to 3 (default %(default)s: a rule '
+                        "may be a conjunction, 'a b -> c'; 1: every rule has one premise)")
     parser.add_argument('--layout', choices=LAYOUTS, default=d.layout, help='shapes: problems of many shapes '
                         '(the demo trains on these, less the held-out families); template: the one layout '
                         'of earlier versions')
@@ -607,6 +614,8 @@ def stop_on_signals():
 
 
 if __name__ == '__main__':
+    if sys.stdout is None:        # started with its output closed (`>&-`): the problems would go nowhere
+        sys.exit('error: no standard output (it is closed); nothing to write the problems to')
     stop_on_signals()
     try:
         main()

@@ -62,7 +62,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 import logic_data as L
-import unseen   # pyplot, mean_pairwise_cosine, writable; for Part 3 pad_batch and exact_match
+import unseen   # pyplot, savefig, mean_pairwise_cosine, writable; for Part 3 pad_batch and exact_match
 
 # -----------------------------------------------------------------------------
 # Part 1: the lemma
@@ -202,7 +202,7 @@ def plot_lemma(runs, path):
         axes[0, col].legend(fontsize=8)
     fig.suptitle('Lemma 4.1: never-seen classes collapse under weight decay')
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    unseen.savefig(fig, path)
     plt.close(fig)
 
 
@@ -426,7 +426,7 @@ def plot_unused(pairs, found, unused, args, path):
     where = '/'.join(os.path.normpath(args.checkpoint).split(os.sep)[-2:])
     fig.suptitle(f"{where}: never-trained tokens collapse")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    unseen.savefig(fig, path)
     plt.close(fig)
     print(f"plot: {path}")
 
@@ -902,7 +902,7 @@ def plot_finetune(curves, args, path):
            title=f"{where}: the same problems, four sets of names")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    unseen.savefig(fig, path)
     plt.close(fig)
     print(f"plot: {path}")
 

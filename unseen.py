@@ -4,7 +4,7 @@ unseen: why transformers fail to reason with symbols they never saw in training,
 A small reproduction of "To See the Unseen" (Lazic, Fowl, Gyorgy, Szepesvari, arXiv 2604.21632).
 A decoder-only transformer learns to solve Horn-clause problems (logic_data.py) step by step. It is
 trained on variable names x0..x{n-1} and tested on problems written in names u0..u99 that never occurred
-in training, and on problem shapes it never trained on. The demo (2 cores, alone: 14-18 min in bf16):
+in training, and on problem shapes it never trained on. The demo (2 cores, alone: 16 min in float32):
 
     python unseen.py --unseen all --freeze-emb
 
@@ -22,6 +22,7 @@ around that argument: the outputs (log line, plan, mistakes, plots, output folde
 """
 
 import argparse
+import contextlib
 import copy
 import itertools
 import json
@@ -66,10 +67,9 @@ class Config:
     identity_a: float = 1.0    # a_h at the start (trained)
     identity_b: float = 0.0    # b_h at the start (trained)
     tie_emb: bool = True       # unembedding = input embedding (GPT-2 style)
-    positions: str = 'learned'  # 'learned': a table of rows added to the input (GPT-2); 'randomised': the same
-                               # table, each training problem read from a random row of it (Ruoss et al.
-                               # 2023); 'rotary': queries and keys rotated by position (RoPE), so attention
-                               # sees only relative offsets; 'none': no positions (the causal mask orders)
+    positions: str = 'learned'  # 'learned': a table of rows added to the input (GPT-2); 'randomised': each
+                               # training problem read from a random row of it (Ruoss et al. 2023); 'rotary':
+                               # RoPE, relative offsets only; 'none': no positions (the causal mask orders)
     shift: int = None          # learned positions: training reads each problem from row 0 or row `shift` of
                                # the table at random, the tests from row `shift` (why: LAYOUT_DEFAULTS)
     emb_norm: float = 1.0      # mean row norm of the orthogonal (un)embeddings
@@ -107,10 +107,9 @@ class Config:
 
     def gen_config(self, step=None):
         """The generator's settings: of the test problems, or (with `step`) of the training problems then.
-        With shape_curriculum, a stage of the curriculum (problems of depth <= d) also has at most d + 1
-        facts, d - 1 side and d dead rules; the last stage has every shape. Training also draws broken
-        paths (--broken: unprovable problems whose chain stops early or never starts, which the planted
-        path alone never shows); the tests do not, so they are the problems they always were."""
+        With shape_curriculum, a stage of the curriculum (depth <= d) has at most d + 1 facts, d - 1 side and
+        d dead rules; the last has every shape. Training also draws broken paths (--broken: the chain stops
+        early or never starts, which the planted path alone never shows); the tests do not."""
         stage = self.max_depth if step is None else self.depth_at(step)
         most = None if stage == self.max_depth or not self.shape_curriculum or self.layout != 'shapes' else \
             (min(4, stage + 1), min(2, stage - 1), min(3, stage))
@@ -125,11 +124,10 @@ class Config:
         return min(self.max_depth, 1 + step // self.curriculum) if self.curriculum else self.max_depth
 
     def longest_problems(self):
-        """The generator of the longest problems the model reads: chains four steps longer than training has
-        (the test of depth beyond training); the template layout: its own. It reads only max_depth,
-        max_premises and layout, so config_error calls it on the command line's namespace too."""
+        """The generator of the longest problems the model reads: chains 4 steps longer than training's (the
+        template layout: its own). It reads only what a command line's namespace has (config_error)."""
         deepest = self.max_depth + logic_data.BEYOND[-1] * (self.layout == 'shapes')
-        premises = self.max_premises or LAYOUT_DEFAULTS[self.layout]['max_premises']   # (a namespace: None)
+        premises = self.max_premises or LAYOUT_DEFAULTS[self.layout]['max_premises']   # a namespace: None
         return logic_data.GenConfig(max_depth=deepest, max_premises=premises, layout=self.layout)
 
     def block_size(self):
@@ -530,11 +528,10 @@ def generate(model, vocab, prompt_ids, trace=None):
 
 
 def evaluate(model, vocab, sets, device='cpu', predictions=None):
-    """Exact-match accuracy on each test set, and split by answer: s_T on the provable problems, s_F on the
-    unprovable ones (whose chains never contain the query: a model that cannot write an unseen query name
-    can still get them right); s_named on those whose chain is not empty (a query that is a fact is
-    answered T with no name written). With a dict as `predictions`, predictions[s] = (problems, y, pred)
-    for each set (`target_preds`): the accuracy per position and the mistakes come from this one pass."""
+    """Exact-match accuracy on each test set, and split: s_T on the provable problems, s_F on the unprovable
+    ones (their chains never hold the query: a model that cannot write an unseen query can still get them
+    right); s_named where the chain is not empty (a query that is a fact is answered T, no name written).
+    With a dict as `predictions`, predictions[s] = (problems, y, pred) (`target_preds`) for each set."""
     model.eval()
     acc = {}
     for s, problems in sets.items():
@@ -592,16 +589,15 @@ def rows_stats(model, vocab):
 
 def train_step(model, optimizer, x, y):
     """One optimiser step on one batch (--grad-clip: on the clipped gradient); returns the loss. Each problem
-    is read from row 0 or row cfg.shift of the position table, at random (Config.shift); with randomised
-    positions, from any row at which it fits in the table, so every row is trained in every role and
-    none can count steps."""
+    is read from row 0 or row cfg.shift of the position table at random (Config.shift); randomised: from
+    any row where it fits, so every row is trained in every role and none counts steps."""
     first_row = None
     if model.cfg.shift:
         back = torch.randint(0, 2, (x.size(0), 1), device=x.device)    # these problems step back to row 0
         first_row = model.cfg.shift * (1 - back)                        # (B, 1)
     elif model.cfg.positions == 'randomised':
-        rows = model.transformer.wpe.num_embeddings
-        first_row = torch.randint(0, rows - x.size(1) + 1, (x.size(0), 1), device=x.device)   # (B, 1)
+        rows = model.transformer.wpe.num_embeddings - x.size(1) + 1                  # where the problem fits
+        first_row = torch.randint(0, rows, (x.size(0), 1), device=x.device)          # (B, 1)
     _, loss = model(x, y, first_row)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
@@ -647,9 +643,8 @@ def train(cfg, log=print, predictions=None):
 
 def verdict(cfg, history, headline, shapes=None, predictions=None):
     """The run's end in words: the last evaluation's table, then whether the model solves the `headline`
-    scenario, why (against the training names), the shapes it never trained on, the chains longer than
-    any in training, and its unseen rows. With the last evaluation's `predictions`, exact match by chain
-    length too."""
+    scenario, why (against the training names), the shapes and lengths it never trained on (by chain
+    length too, from the last evaluation's `predictions`), and its unseen rows."""
     last = history[-1]
     lines = ['', f"{'scenario':<10}{'exact match':>12}",
              *[f"{s + (' *' if s == headline else ''):<10}{last[s]:>12.1%}" for s in logic_data.SCENARIOS],
@@ -680,11 +675,9 @@ def verdict(cfg, history, headline, shapes=None, predictions=None):
             lines.append(f"         on shapes it never trained on it solves {held['none']:.1%} in training "
                          f"symbols, {held['all']:.1%} in unseen ones.")
             longer = longer_sets(cfg, shapes)
-            if longer:
-                lines.append(f"         on chains {' / '.join(map(str, longer))} steps longer than any in "
-                             "training: " + ' / '.join(f"{shapes[n]['none']:.1%}" for n in longer.values())
-                             + " in training symbols, " +
-                             ' / '.join(f"{shapes[n]['all']:.1%}" for n in longer.values()) + " in unseen.")
+            each = lambda s: ' / '.join(f"{shapes[n][s]:.1%}" for n in longer.values())
+            lines += [f"         on chains {' / '.join(map(str, longer))} steps longer than any in training: "
+                      f"{each('none')} in training symbols, {each('all')} in unseen."] if longer else []
     if last['cos_unseen'] > 0.5 and not cfg.freeze_emb:
         lines.append(f"         its unseen unembeddings collapsed (mean cosine {last['cos_unseen']:.2f}): "
                      "it cannot tell unseen symbols apart.")
@@ -704,18 +697,20 @@ def main(argv=None):
     cfg = config_from_args(args)
     if args.bench:
         return print(f"training-loop throughput, {run_name(cfg)}, on {cfg.device}\n\n{bench(cfg)}")
-    out, created = output_folder(args.out, run_name(cfg))
+    out, created = output_folder(args.out, cfg)
     print(plan(cfg, out))
     t0, predictions = time.time(), {}
     try:
         model, vocab, history = train(cfg, predictions=predictions)
-    except (FloatingPointError, KeyboardInterrupt) as e:   # stop with one line; leave no empty run folder
-        if created and not os.listdir(out):
-            os.rmdir(out)
-        sys.exit(f"error: {str(e) or 'interrupted'}; nothing was saved")
-    wall = time.time() - t0
-    shapes = evaluate_shapes(model, vocab, shape_sets(cfg, vocab), cfg.device)
-    save_checkpoint(os.path.join(out, 'ckpt.pt'), model, cfg, history, shapes)
+    except (FloatingPointError, KeyboardInterrupt, BrokenPipeError) as e:   # one line; no empty run folder
+        stopped(e, out, created)
+    wall, ckpt = time.time() - t0, os.path.join(out, 'ckpt.pt')
+    save_checkpoint(ckpt, model, cfg, history)       # at once: what was trained is kept, come what may
+    try:
+        shapes = evaluate_shapes(model, vocab, shape_sets(cfg, vocab), cfg.device)
+    except KeyboardInterrupt as e:
+        stopped(e, out, created, saved=ckpt)
+    save_checkpoint(ckpt, model, cfg, history, shapes)
     plot(history, os.path.join(out, 'training.png'), f'{run_name(cfg)}, verdict on --unseen {args.unseen}')
     plot_rows(model, cfg, vocab, os.path.join(out, 'ckpt_rows.png'))
     print(verdict(cfg, history, args.unseen, shapes, predictions))
@@ -819,7 +814,8 @@ def duration(seconds):
     minutes, seconds = divmod(round(seconds), 60)
     return f"{minutes} min {seconds} s"
 
-TRY_PROBLEM = 'u92 . u29 . u75 u29 -> u13 . u40 -> u3 . u92 -> u75 . u13 u40 -> u2 . ? u3'   # the closing line's
+# the closing line's problem: a conjunction that waits (u75 u29 -> u13), one that never fires (u13 u40 -> u2)
+TRY_PROBLEM = 'u92 . u29 . u75 u29 -> u13 . u40 -> u3 . u92 -> u75 . u13 u40 -> u2 . ? u3'
 
 
 def plan(cfg, out):
@@ -922,7 +918,7 @@ def plot(history, path, title):
     b.legend()
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    savefig(fig, path)
     plt.close(fig)
 
 
@@ -949,26 +945,71 @@ def plot_rows(model, cfg, vocab, path):
     axes[0].legend(loc='lower left', fontsize=8)
     fig.suptitle(f'{run_name(cfg)}: unembedding rows, first two principal components')
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    savefig(fig, path)
     plt.close(fig)
 
 
 def save_checkpoint(path, model, cfg, history, shapes=None):
-    torch.save({'model': model.state_dict(), 'config': asdict(cfg), 'history': history, 'shapes': shapes},
-               path)
+    with whole(path) as part:
+        torch.save({'model': model.state_dict(), 'config': asdict(cfg), 'history': history, 'shapes': shapes},
+                   part)
 
 
-def output_folder(out, name):
-    """The run's folder (default runs/<time>_<switches>), made and checked for writing now, not after the
-    whole run. Returns (folder, whether this call created it)."""
+def savefig(fig, path):
+    """A figure as a PNG file, whole or not at all."""
+    with whole(path) as part:
+        fig.savefig(part, dpi=100, format='png')
+
+
+@contextlib.contextmanager
+def whole(path):
+    """Write `path` whole or not at all: the body writes to `path`.part, renamed into place once it is
+    complete; if writing fails (a full disk), the part is removed and the run stops with one line naming
+    the file, so nothing that looks like a finished file is left half-written."""
+    part = f'{path}.part'
+    try:
+        yield part
+        os.replace(part, path)
+    except (OSError, RuntimeError) as e:      # (torch.save reports a full disk as a RuntimeError)
+        if isinstance(e, RuntimeError) and 'inline_container' not in str(e):
+            raise                             # not a failed write: a bug to see whole
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0][:80]
+        sys.exit(f"error: cannot write {path} ({reason}); nothing was left half-written")
+    finally:
+        if os.path.exists(part):
+            os.remove(part)
+
+
+def output_folder(out, cfg):
+    """The run's folder (default runs/<time>_<switches>), made and checked now, not after the whole run, for
+    what the run will write (the checkpoint's weights and two pictures); a folder that holds a finished
+    run is refused, not overwritten. Returns (folder, whether this call created it)."""
     stamp = time.strftime('%Y%m%d-%H%M%S_')
-    out = out or os.path.join('runs', stamp + name.replace(' + ', '_').replace(' ', ''))
+    out = out or os.path.join('runs', stamp + run_name(cfg).replace(' + ', '_').replace(' ', ''))
+    size = 4 * sum(p.numel() for p in make_model(replace(cfg, device='cpu')).parameters()) + (2 << 20)
     created = not os.path.isdir(out)
     taken = [f for f in ('ckpt.pt', 'training.png', 'ckpt_rows.png') if os.path.isdir(os.path.join(out, f))]
     if taken:
         sys.exit(f"error: --out {out}: {taken[0]} there is a folder; the run would save nothing")
-    writable(out)
+    if os.path.exists(os.path.join(out, 'ckpt.pt')):
+        sys.exit(f"error: --out {out} holds a finished run (ckpt.pt); give another folder, or remove it "
+                 "first")
+    writable(out, size=size)
     return out, created
+
+
+def stopped(e, out, created, saved=None):
+    """A run stopped while it trains (a signal, a loss gone nan, its output closed): one line, nothing saved,
+    no empty run folder left; or after training, once the checkpoint is `saved`: one line that says so."""
+    if saved:
+        sys.exit(f"error: interrupted after training; the trained model is saved in {saved} (without the "
+                 "tests of shapes it never trained on: --ckpt runs them)")
+    if created and not os.listdir(out):
+        os.rmdir(out)
+    if isinstance(e, BrokenPipeError):   # `| head`: the reader has gone, and a run nobody reads stops
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        e = 'the output was closed (a pipe such as | head ended)'
+    sys.exit(f"error: {str(e) or 'interrupted'}; nothing was saved")
 
 
 def writable(folder, flag='--out', size=1 << 20):
@@ -1067,6 +1108,10 @@ def load_checkpoint(path, device='cpu'):
                None)
     if bad:
         raise ValueError(f"{path}: its weights {bad} hold nan or inf (a diverged or damaged run)")
+    flat = next((k for k, v in model.state_dict().items() if v.dim() == 2 and v.numel() > 1
+                 and bool((v == v.flatten()[0]).all())), None)    # no training leaves a matrix all one value
+    if flat:
+        raise ValueError(f"{path}: its weights {flat} are all one value: not a trained model (edited?)")
     model.eval()
     return model, logic_data.Vocab(cfg.n_symbols), cfg
 
@@ -1090,8 +1135,8 @@ def solve_problems(model, vocab, cfg, numbered, path, n_show=5):
     problems = [p for _, p in numbered]
     if renamed:
         line, mine = renamed[0]
-        print(f"note: {len(renamed)} of {len(problems)} problems use names new to this model, written as unseen "
-              f"ones (line {line}: {', '.join(f'{a} -> {u}' for a, u in mine.items())})")
+        print(f"note: {len(renamed)} of {len(problems)} problems use names new to this model, written as "
+              f"unseen ones (line {line}: {', '.join(f'{a} -> {u}' for a, u in mine.items())})")
     beyond = [(line, note) for line, p in numbered
               for note in [logic_data.beyond_training(cfg.gen_config(), p)] if note]
     if beyond:
@@ -1221,7 +1266,8 @@ GRID_QUICK = dict(n_symbols=5000, max_depth=2, steps=1200, eval_every=600, eval_
 GRID_FORGET_EVERY = 100                          # forget-until stops resetting halfway through
 GRID_FEW_SYMBOLS = 1000                          # a smaller training pool, for freeze-emb: diversity
 GRID_FILE_MAX = 64 << 20                         # grid_runs.jsonl: far beyond what a grid writes
-GRID_FT, GRID_FT_QUICK = (1500, 50), (300, 50)   # fine-tuning: most steps, evaluate every
+GRID_FT = (1500, 50)                             # fine-tuning: most steps, evaluate every
+GRID_FT_QUICK = (300, 50)                        # (--quick)
 
 
 def grid_rows(base):
@@ -1287,7 +1333,7 @@ def grid_plot(results, path, title):
     ax.set(xlabel='exact match (%), mean over seeds, bars: min to max', xlim=(0, 100), title=title)
     ax.legend(title='unseen names', loc='upper left', bbox_to_anchor=(1.01, 1))   # outside: bars reach 100
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    savefig(fig, path)
     plt.close(fig)
 
 
@@ -1419,7 +1465,8 @@ def run_grid(base, seeds, out, workers, log=print):
     for _, (result, weights) in in_workers(grid_job, todo, workers):
         if weights is not None:
             pretrained = weights
-            torch.save(weights, weights_file)
+            with whole(weights_file) as part:
+                torch.save(weights, part)
         with open(saved, 'a') as f:
             f.write(json.dumps(result) + '\n')
         results.append(result)
@@ -1558,7 +1605,7 @@ def finetune_contrast(model, vocab, cfg, max_steps, eval_every, workers, path):
            title='fine-tuning on problems in unseen symbols')
     ax.legend(title='unseen (un)embeddings start as')
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    savefig(fig, path)
     plt.close(fig)
     return ft, table
 
@@ -1777,6 +1824,9 @@ def check_args(p, args):
         (args.freeze_emb and args.forget_every,
          '--freeze-emb and --forget-every contradict each other: frozen embeddings are never reset'),
         (args.copy_form != d.copy_form and not args.copy_attn, '--copy-form goes with --copy-attn'),
+        (args.broken != d.broken and args.layout == 'template',
+         '--broken goes with --layout shapes (the one layout has no broken paths)'),
+        (args.decay is not None and args.schedule != 'wsd', '--decay goes with --schedule wsd'),
         (args.muon_lr != d.muon_lr
          and (args.optimizer or LAYOUT_DEFAULTS[args.layout]['optimizer']) != 'muon',
          '--muon-lr goes with --optimizer muon (the default on problems of every shape)'),
@@ -1863,6 +1913,8 @@ def config_error(c):
 
 
 if __name__ == '__main__':
+    if sys.stdout is None:        # started with its output closed (`>&-`): nothing it printed would be seen
+        sys.exit('error: no standard output (it is closed); give the run somewhere to print')
     sys.stdout.reconfigure(line_buffering=True)   # each progress line shows at once, in a pipe or a file too
     logic_data.stop_on_signals()
     try:
