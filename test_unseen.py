@@ -2423,6 +2423,26 @@ def test_a_checkpoint_whose_weights_cannot_be_trained_is_refused(trained, tmp_pa
         'model (edited?)']
 
 
+def test_a_model_folder_is_checked_for_type_range_and_size(tmp_path, monkeypatch):
+    """theory_demo.py trusts nothing it reads: a layer_norm_eps that is nan, huge or a string, or a head count
+    that is a bool, is one line naming it (not every arm at 0%, not a traceback), and a file to be read whole
+    that is larger than any real one is refused before it is read."""
+    tiny_bert(tmp_path / 'bert')
+    path = tmp_path / 'bert' / 'config.json'
+    config = json.loads(path.read_text())
+    for bad, said in ((dict(layer_norm_eps=float('nan')), 'layer_norm_eps nan is not a number in (0, 0.1]'),
+                      (dict(layer_norm_eps=1e30), 'layer_norm_eps 1e+30 is not a number'),
+                      (dict(layer_norm_eps='1e-12'), "layer_norm_eps '1e-12' is not a number"),
+                      (dict(num_attention_heads=True), 'needs positive integers')):
+        path.write_text(json.dumps({**config, **bad}))
+        r = run('theory_demo.py', '--finetune', str(tmp_path / 'bert'), '--out', str(tmp_path / 'out'))
+        assert r.returncode == 1 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    path.write_text(json.dumps(config))
+    monkeypatch.setattr(TD, 'FILE_MAX', 1000)
+    r = run('theory_demo.py', '--finetune', str(tmp_path / 'bert'), '--out', str(tmp_path / 'out'))
+    assert r.returncode == 1 and 'at most 1,000)' in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
 def test_a_checkpoint_whose_config_was_relabelled_is_refused(tmp_path):
     ck = torch.load('assets/headline.pt')
     ck['config']['positions'] = 'rotary'                  # learned weights, a config that has no table

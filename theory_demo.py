@@ -456,6 +456,9 @@ def safetensors_header(path):
         n = struct.unpack('<Q', f.read(8))[0]
         if n > size - 8:
             raise ValueError(f"{path}: its header claims {n} bytes but the file has only {size - 8} after it")
+        if n > FILE_MAX:
+            raise ValueError(f"{path}: its header claims {n:,} bytes, more than a header holds (at most "
+                             f"{FILE_MAX:,})")
         try:
             header = json.loads(f.read(n), object_pairs_hook=unique_keys)
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
@@ -503,9 +506,20 @@ def read_tensor(path, name):
     return raw.astype(np.float32).reshape(shape)
 
 
-def read_json(path, what):
+FILE_MAX = 64 << 20   # a config, a vocabulary or a safetensors header: far more than any real one holds
+
+
+def capped(path, what):
+    """A file to read whole: a regular file of at most FILE_MAX bytes, else a ValueError naming it."""
     if not os.path.isfile(path):
         raise ValueError(f"{path}: not a regular file ({what})")
+    if os.path.getsize(path) > FILE_MAX:
+        raise ValueError(f"{path}: {os.path.getsize(path):,} bytes, more than {what} can hold "
+                         f"(at most {FILE_MAX:,})")
+
+
+def read_json(path, what):
+    capped(path, what)
     try:
         with open(path, encoding='utf-8') as f:
             return json.load(f)
@@ -586,6 +600,7 @@ def read_vocab(ckpt):
     if os.path.isfile(os.path.join(ckpt, 'vocab.txt')):
         try:
             path = os.path.join(ckpt, 'vocab.txt')
+            capped(path, 'a vocabulary')
             with open(path, encoding='utf-8') as f:
                 lines = [line.rstrip('\n') for line in f]
         except UnicodeDecodeError:
@@ -711,8 +726,11 @@ def load_bert(ckpt, longest=0):
     c = read_json(path, 'the model configuration')
     keys = ('vocab_size', 'hidden_size', 'num_attention_heads', 'num_hidden_layers',
             'max_position_embeddings')
-    if not isinstance(c, dict) or not all(isinstance(c.get(k), int) and c[k] > 0 for k in keys):
+    if not isinstance(c, dict) or not all(type(c.get(k)) is int and c[k] > 0 for k in keys):   # (not a bool)
         raise ValueError(f"{path}: not a BERT configuration (needs positive integers {', '.join(keys)})")
+    eps = c.get('layer_norm_eps', 1e-12)
+    if type(eps) not in (int, float) or not 0 < eps <= 0.1:      # nan, inf, a string: every arm would read 0%
+        raise ValueError(f"{path}: layer_norm_eps {eps!r} is not a number in (0, 0.1]")
     if c.get('hidden_act', 'gelu') != 'gelu' or c['hidden_size'] % c['num_attention_heads'] \
             or c.get('intermediate_size', 4 * c['hidden_size']) != 4 * c['hidden_size']:
         raise ValueError(f"{path}: a BERT variant this reader does not implement (gelu, intermediate "
@@ -725,7 +743,7 @@ def load_bert(ckpt, longest=0):
     if longest > P:
         raise ValueError(f"{path}: max_position_embeddings {P}, but these problems take up to {longest} "
                          "tokens (try a smaller --max-depth)")
-    model = Bert(V, C, c['num_attention_heads'], L, P, c.get('layer_norm_eps', 1e-12))
+    model = Bert(V, C, c['num_attention_heads'], L, P, eps)
     want = model.state_dict()
     found = {}
     for name, fn in tensor_files(ckpt).items():
