@@ -2302,6 +2302,33 @@ def test_a_signal_to_the_grids_process_group_stops_it_and_its_workers_in_seconds
     assert live_in_group(proc.pid) == []                 # no worker left behind (zombies wait for a reaper)
 
 
+def test_grid_workers_ignore_signals_from_their_start_and_die_with_the_main_process(tmp_path):
+    """The workers start with Ctrl-C, kill and hang-up ignored (read from /proc as soon as each exists: a
+    signal while they import torch prints no traceback), and a SIGKILL to the main process alone (the
+    out-of-memory killer's) takes its workers with it."""
+    env = {k: v for k, v in os.environ.items() if k != 'PYTHONUNBUFFERED'}
+    proc = subprocess.Popen([sys.executable, 'unseen.py', '--grid', '--quick', '--out', str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True, preexec_fn=ctrl_c_reaches_it)
+    try:
+        assert proc.stdout.readline().startswith('grid: ')
+        children, t = [], time.time()
+        while len(children) < 2 and time.time() - t < 30:
+            children = [s for s in live_in_group(proc.pid) if s != f'/proc/{proc.pid}/stat']
+        for stat in children:
+            status = open(stat.replace('/stat', '/status')).read()
+            ignored = int(re.search(r'SigIgn:\s*([0-9a-f]+)', status).group(1), 16)
+            assert all(ignored >> (s - 1) & 1 for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
+        time.sleep(4)                                    # the workers are training
+        proc.kill()
+        proc.wait()
+        time.sleep(2)
+        assert live_in_group(proc.pid) == []
+    finally:
+        if live_in_group(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
 def live_in_group(pgid):
     """The processes of a process group that still run (not zombies), from /proc."""
     live = []

@@ -1196,10 +1196,13 @@ def evaluate_checkpoint(args):
 def worker(conn, fn):
     """A worker process: for each job that comes through `conn`, fn(*job) with one torch thread, and the
     result (or the error) sent back. Ctrl-C, kill and a closed terminal are left to the main process,
-    which stops the workers; the main process gone (its end of `conn` closed), the worker ends too."""
-    for name in ('SIGINT', 'SIGTERM', 'SIGHUP'):
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), signal.SIG_IGN)
+    which stops the workers (they start with those signals ignored: in_workers); the main process gone,
+    however it died (its end of `conn` closed, or on Linux a SIGKILL from the kernel), the worker ends."""
+    if sys.platform.startswith('linux'):      # PR_SET_PDEATHSIG: killed with the main process, even mid-job
+        import ctypes
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+        if os.getppid() == 1:                 # the main process died before that line
+            return
     torch.set_num_threads(1)
     while True:
         try:
@@ -1220,14 +1223,20 @@ def in_workers(fn, jobs, workers):
     `finally`: stopping takes a second, never a hang."""
     ctx = mp.get_context('spawn')
     waiting, started, idle, busy = list(enumerate(jobs)), [], [], {}
+    stops = [getattr(signal, name) for name in ('SIGINT', 'SIGTERM', 'SIGHUP') if hasattr(signal, name)]
     try:
-        for _ in range(min(workers, len(jobs))):
-            here, there = ctx.Pipe()
-            process = ctx.Process(target=worker, args=(there, fn))
-            started.append(process)
-            process.start()
-            there.close()
-            idle.append((here, process))
+        handlers = [signal.signal(s, signal.SIG_IGN) for s in stops]   # children inherit them ignored, from
+        try:                                                           # their first instruction on
+            for _ in range(min(workers, len(jobs))):
+                here, there = ctx.Pipe()
+                process = ctx.Process(target=worker, args=(there, fn))
+                started.append(process)
+                process.start()
+                there.close()
+                idle.append((here, process))
+        finally:
+            for s, handler in zip(stops, handlers):
+                signal.signal(s, handler)
         while waiting or busy:
             while waiting and idle:
                 conn, process = idle.pop()
