@@ -571,8 +571,9 @@ def main(argv=None):
     parser.add_argument('--scenario', choices=SCENARIOS, default='none', help='which names are unseen')
     parser.add_argument('--n-symbols', type=int, default=5000, help='size of the training symbol pool')
     parser.add_argument('--max-depth', type=int, default=d.max_depth, help='longest planted derivation')
-    parser.add_argument('--max-premises', type=int, default=d.max_premises, help='premises per rule, 1 to 3 (default %(default)s: a rule '
-                        "may be a conjunction, 'a b -> c'; 1: every rule has one premise)")
+    parser.add_argument('--max-premises', type=int, default=d.max_premises,
+                        help="premises per rule, 1 to 3 (default %(default)s: a rule may be a conjunction, "
+                        "'a b -> c'; 1: every rule has one premise)")
     parser.add_argument('--layout', choices=LAYOUTS, default=d.layout, help='shapes: problems of many shapes '
                         '(the demo trains on these, less the held-out families); template: the one layout '
                         'of earlier versions')

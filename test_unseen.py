@@ -653,6 +653,14 @@ def test_muon_takes_the_blocks_matrices_and_the_embeddings_keep_adamw_with_decay
     assert 'muon' == U.Config().optimizer and U.Config(layout='template').optimizer == 'adamw'
 
 
+def test_a_short_run_decays_after_its_warmup_as_its_plan_says(tmp_path):
+    """A 120-step run: the decay starts where the 100-step warmup ends, not at step 72 inside it."""
+    cfg = replace(U.Config(), steps=120)
+    assert U.decay_start(cfg) == 100 and U.get_lr(cfg, 99) == pytest.approx(cfg.lr)
+    assert 'the full rate until step 100, then linearly down to a tenth' in U.plan(cfg, 'out')
+    assert U.decay_start(U.Config()) == 4500                                  # the demo's: as before
+
+
 def test_lr_warms_up_then_decays_to_its_floor():
     """cosine: decays from the end of the warmup on; wsd (the default): holds the full rate, then decays
     linearly over the last --decay of the steps (TINY's quarter); both end at --lr-floor of the full rate
@@ -1311,7 +1319,7 @@ def test_checkpoint_round_trip_and_ask(trained, capsys):
         f'error: {garbage} is not a checkpoint written by this unseen.py (UnpicklingError)']
     for text, complaint in [('u1 -> u2 . u1 ? u2', "must end with '.'"),
                             ('u1 . u1 -> u2 . ? u2\u200b', "the name 'u2\\u200b' holds characters that do "
-                             'not print'),                                                   # shown, not hidden
+                             'not print'),                                        # shown, not hidden
                             ('u1 . u1 -> u2 . ? u2\x1b[2J', "the name 'u2\\x1b[2J' holds characters")]:
         r = run('unseen.py', '--ckpt', str(path), '--ask', text)
         assert r.returncode != 0 and 'Traceback' not in r.stderr
@@ -2468,6 +2476,20 @@ def test_a_model_folder_is_checked_for_type_range_and_size(tmp_path, monkeypatch
     monkeypatch.setattr(TD, 'FILE_MAX', 1000)
     r = run('theory_demo.py', '--finetune', str(tmp_path / 'bert'), '--out', str(tmp_path / 'out'))
     assert r.returncode == 1 and 'at most 1,000)' in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_checkpoint_with_one_changed_weight_is_refused(trained, tmp_path):
+    """The digest saved with a checkpoint finds one changed byte; the shipped ones carry theirs."""
+    ck = torch.load(trained[3], weights_only=False)
+    w = ck['model']['transformer.h.0.mlp.c_fc.weight']
+    w.view(-1).view(torch.uint8)[5] ^= 1                     # one bit of one byte
+    torch.save(ck, tmp_path / 'flipped.pt')
+    r = run('unseen.py', '--ckpt', str(tmp_path / 'flipped.pt'), '--ask', 'u1 . u1 -> u2 . ? u2')
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+        f'error: {tmp_path}/flipped.pt: its weights do not match the digest saved with them (a damaged or '
+        'edited file)']
+    for shipped in ('assets/headline.pt', 'assets/standard.pt', 'assets/pointer.pt'):
+        assert 'digest' in torch.load(shipped, weights_only=False)
 
 
 def test_a_checkpoint_whose_config_was_relabelled_is_refused(tmp_path):

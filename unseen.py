@@ -24,6 +24,7 @@ around that argument: the outputs (log line, plan, mistakes, plots, output folde
 import argparse
 import contextlib
 import copy
+import hashlib
 import itertools
 import json
 import math
@@ -135,10 +136,9 @@ class Config:
         return self.longest_problems().max_tokens()
 
 POSITIONS = ('learned', 'randomised', 'rotary', 'none')
-# what each layout needs. Problems of every shape take a fourth layer, more steps and larger batches, Muon,
-# and --shift 2: the shortest test problem is shorter than any in training, and read from row 0 its answer
-# would stand at a position where no training problem has one; training from rows 0 and 2 at random, and
-# testing from row 2, puts every answer where training has put some. The one layout needs none of it.
+# what each layout needs. Problems of every shape take a fourth layer, more and larger batches, Muon, rules
+# of two premises, and --shift 2: training from rows 0 and 2 at random and testing from row 2 puts even the
+# shortest test problem's answer where training has put some. The one layout needs none of it.
 LAYOUT_DEFAULTS = {'shapes': dict(steps=7500, batch_size=128, n_layer=4, shift=2, optimizer='muon', lr=1e-2,
                                   curriculum=250, decay=0.4, max_premises=2),
                    'template': dict(steps=4000, batch_size=64, n_layer=3, shift=0, optimizer='adamw', lr=2e-3,
@@ -412,8 +412,8 @@ def make_optimizer(model, cfg):
 
 
 def decay_start(cfg):
-    """--schedule wsd: the step at which the full rate starts to decay."""
-    return cfg.steps * (1 - cfg.decay)
+    """--schedule wsd: the step at which the full rate starts to decay (never inside the warmup)."""
+    return max(cfg.warmup, cfg.steps * (1 - cfg.decay))
 
 
 def get_lr(cfg, step):
@@ -950,9 +950,19 @@ def plot_rows(model, cfg, vocab, path):
 
 
 def save_checkpoint(path, model, cfg, history, shapes=None):
+    weights = model.state_dict()
     with whole(path) as part:
-        torch.save({'model': model.state_dict(), 'config': asdict(cfg), 'history': history, 'shapes': shapes},
-                   part)
+        torch.save({'model': weights, 'config': asdict(cfg), 'history': history, 'shapes': shapes,
+                    'digest': digest(weights)}, part)
+
+
+def digest(weights):
+    """SHA-256 of a state_dict's names and bytes: stored with a checkpoint, it finds one flipped byte."""
+    h = hashlib.sha256()
+    for k in sorted(weights):
+        h.update(k.encode())
+        h.update(weights[k].detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
 
 
 def savefig(fig, path):
@@ -1084,13 +1094,14 @@ def load_checkpoint(path, device='cpu'):
         ck = torch.load(path, map_location=device)
         # a checkpoint from before problems of every shape was trained on the one layout
         cfg = Config(**{'layout': 'template', 'shape_curriculum': False, 'shift': 0, 'optimizer': 'adamw',
-                        'decay': 0.25, 'broken': 0.0, **ck['config'], 'device': device})
+                        'decay': 0.25, 'broken': 0.0, 'max_premises': 1, **ck['config'], 'device': device})
         # (the defaults of checkpoints from before those switches)
         error = config_error(cfg)
         if error is None:
             # (a checkpoint from before the copy layer's rename: copy.gain is now copy_attn.beta)
             weights = {k.replace('copy.', 'copy_attn.', 1).replace('.gain', '.beta') if k.startswith('copy.')
                        else k: v for k, v in ck['model'].items()}
+            damaged = 'digest' in ck and digest(ck['model']) != ck['digest']     # (older ones have none)
             model = make_model(cfg)
             odd = sorted(set(weights) ^ set(model.state_dict()))   # (load_state_dict lets some through)
             if not odd:
@@ -1112,6 +1123,9 @@ def load_checkpoint(path, device='cpu'):
                  and bool((v == v.flatten()[0]).all())), None)    # no training leaves a matrix all one value
     if flat:
         raise ValueError(f"{path}: its weights {flat} are all one value: not a trained model (edited?)")
+    if damaged:
+        raise ValueError(f"{path}: its weights do not match the digest saved with them (a damaged or edited "
+                         "file)")
     model.eval()
     return model, logic_data.Vocab(cfg.n_symbols), cfg
 
