@@ -1,7 +1,7 @@
 """
 Lemma 4.1 of "To See the Unseen" (arXiv 2604.21632), numerically; then the same collapse in a real model.
 
-Part 1 (default, ~20 s): a softmax classifier z_k = u_k . h on LayerNorm features h (||h|| <= r),
+Part 1 (default, a few seconds): a softmax classifier z_k = u_k . h on LayerNorm features h (||h|| <= r),
 trained with weight decay lambda:  u <- (1 - eta*lambda) u - eta * grad.  Some classes never occur as a
 label. The gradient of such a row k is E[p_k(h) h], nearly the same for every unseen k, so for two unseen
 classes i, j (p_i, p_j <= p on the training features) the lemma bounds one step by
