@@ -226,9 +226,9 @@ def read_problems(path, max_tokens=None, max_problems=100_000):
     field, as `logic_data.py --jsonl` writes; blank lines and lines starting with '#' are skipped, a
     byte-order mark too. Returns [(line number, problem)]. Sizes are checked as the file is read, before
     any parsing: at most `max_problems` problems, none of more than `max_tokens` tokens. ValueError
-    naming the file and line of the first bad one."""
+    naming the file and each bad line (the first five, and how many; reading stops at the 100th)."""
     longest = 40 * (max_tokens or 1000)          # characters: far more than a problem of that many tokens
-    problems = []
+    problems, bad = [], []
     try:
         with open(path, 'rb') as f:
             for i in itertools.count(1):
@@ -249,9 +249,16 @@ def read_problems(path, max_tokens=None, max_problems=100_000):
                 try:
                     problems.append((i, parse_line(line, max_tokens)))
                 except (ValueError, RecursionError) as e:
-                    raise ValueError(f'{path}, line {i}: {e}')
+                    bad.append(f'line {i}: {e}')
+                    if len(bad) == 100:
+                        break
     except OSError as e:
         raise ValueError(f"{path}: cannot read it ({e.strerror or e})")
+    if len(bad) == 1:
+        raise ValueError(f'{path}, {bad[0]}')
+    if bad:
+        raise ValueError(f"{path}: {len(bad)}{' or more' * (len(bad) == 100)} lines are not problems: "
+                         + '; '.join(bad[:5]) + ('; ...' if len(bad) > 5 else ''))
     if not problems:
         raise ValueError(f'{path}: no problems in it (one per line)')
     return problems

@@ -2364,6 +2364,16 @@ def test_theory_demo_refuses_an_empty_path(args):
     assert r.returncode == 2 and 'an empty path' in r.stderr.strip().splitlines()[-1]
 
 
+def test_a_problems_file_with_several_bad_lines_names_each_in_one_line(tmp_path):
+    f = tmp_path / 'mine.txt'
+    f.write_text('u1 . u1 -> u2 . ? u2\nu1 -> u2 ? u2\n# fine\nu1 . ? u2 . u3\nu1 . u1 -> u2 . ? u2 : u2 F\n')
+    with pytest.raises(ValueError) as e:
+        L.read_problems(f)
+    assert str(e.value) == (f"{f}: 3 lines are not problems: line 2: statement 'u1 -> u2' must end with '.'; "
+                            "line 4: the query must be one name, got 'u2 . u3'; line 5: the given solution "
+                            "'u2 F' is not the forward-chaining one 'u2 T'")
+
+
 def test_problems_are_checked_for_size_as_they_are_read(tmp_path):
     huge = tmp_path / 'huge.txt'
     huge.write_bytes(b'u1 . ' * 300_000 + b'? u1\n')                      # one 1.5 MB line
