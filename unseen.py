@@ -818,9 +818,14 @@ def duration(seconds):
 TRY_PROBLEM = 'u92 . u29 . u75 u29 -> u13 . u40 -> u3 . u92 -> u75 . u13 u40 -> u2 . ? u3'
 
 
+def count_params(cfg):
+    """The parameters of a configuration's model (the plan's count, the write check's size)."""
+    return sum(p.numel() for p in make_model(replace(cfg, device='cpu')).parameters())
+
+
 def plan(cfg, out):
     """What a run is about to do, in the words of its first lines."""
-    n_params = sum(p.numel() for p in make_model(replace(cfg, device='cpu')).parameters())
+    n_params = count_params(cfg)
     lines = [f"model: {run_name(cfg)} ({n_params / 1e3:.0f}k parameters); {cfg.steps} steps on {cfg.device} "
              f"in {cfg.precision}, {cfg.n_symbols} training symbols, 100 unseen; writing to {out}"]
     if cfg.curriculum and cfg.max_depth > 1:
@@ -996,7 +1001,7 @@ def output_folder(out, cfg):
     run is refused, not overwritten. Returns (folder, whether this call created it)."""
     stamp = time.strftime('%Y%m%d-%H%M%S_')
     out = out or os.path.join('runs', stamp + run_name(cfg).replace(' + ', '_').replace(' ', ''))
-    size = 4 * sum(p.numel() for p in make_model(replace(cfg, device='cpu')).parameters()) + (2 << 20)
+    size = 4 * count_params(cfg) + (2 << 20)                  # float32 weights, and the pictures
     created = not os.path.isdir(out)
     taken = [f for f in ('ckpt.pt', 'training.png', 'ckpt_rows.png') if os.path.isdir(os.path.join(out, f))]
     if taken:
