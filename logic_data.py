@@ -64,6 +64,7 @@ from dataclasses import dataclass, field, replace
 # vocabulary layout: special tokens, then the training pool, then the unseen pool
 
 SPECIALS = ['<pad>', '<eos>', '->', '.', '?', ':', 'T', 'F']
+ANSWER_TOKENS = ('T', 'F', '<eos>')    # the targets that are not names (problem_tokens)
 N_UNSEEN = 100
 SCENARIOS = ('none', 'query', 'all')
 
@@ -81,6 +82,10 @@ class Vocab:
         n0 = len(SPECIALS)
         self.train_ids = list(range(n0, n0 + n_symbols))
         self.unseen_ids = list(range(n0 + n_symbols, n0 + n_symbols + n_unseen))
+        # what training ever asks the model to write: a chain's names, the answer, <eos>. Every other row of
+        # the unembedding is never a target: the unseen names, <pad>, and the signs only prompts hold
+        writes = {self.stoi[t] for t in ANSWER_TOKENS} | set(self.train_ids)
+        self.never_target_ids = [i for i in range(len(self.itos)) if i not in writes]
 
     def __len__(self):
         return len(self.itos)
@@ -298,6 +303,19 @@ HELD_OUT = ((1, 0, 0), (2, 1, 2), (4, 2, 0))
 # the tests of length: chains this many steps longer than any in training (layout 'shapes')
 BEYOND = (1, 2, 4)
 LAYOUTS = ('shapes', 'template')
+
+
+def curriculum_caps(depth):
+    """The most (facts, side, dead) rules of a curriculum stage whose derivations reach `depth`: depth + 1,
+    depth - 1 and depth, within SHAPE_LIMITS (small shapes first, with short derivations)."""
+    most = dict(facts=depth + 1, side=depth - 1, dead=depth)
+    return tuple(min(SHAPE_LIMITS[k][1], n) for k, n in most.items())
+
+
+def is_held_out(name):
+    """Is the test set `name` (of shape_sets) one of shapes training never drew: a held-out family, or
+    every shape for a model of the one layout?"""
+    return name.startswith(('held-out', 'every shape'))
 
 
 @dataclass

@@ -11,6 +11,7 @@ import os
 import random
 import re
 import signal
+import shutil
 import subprocess
 import sys
 import threading
@@ -723,11 +724,11 @@ def test_command_line_defaults_are_configs_defaults_and_switches_set_one_thing()
     assert cfg('--copy-attn', '--copy-form', 'pointer') == replace(U.Config(), copy_attn=True,
                                                                    copy_form='pointer')
     # each layout has its own budget unless given: the template keeps the defaults it was measured with
-    assert (U.Config().steps, U.Config().batch_size, U.Config().n_layer) == (7500, 128, 4)
+    assert (U.Config().steps, U.Config().batch_size, U.Config().n_layer) == (7500, 128, 6)
     t = cfg('--layout', 'template')
     assert t == U.Config(layout='template') and (t.steps, t.batch_size, t.n_layer) == (4000, 64, 3)
     help_text = ' '.join(run('unseen.py', '--help').stdout.split())     # and --help says so, as they are
-    for flag, (s, t) in {'--steps': (7500, 4000), '--batch-size': (128, 64), '--n-layer': (4, 3),
+    for flag, (s, t) in {'--steps': (7500, 4000), '--batch-size': (128, 64), '--n-layer': (6, 3),
                          '--shift': (2, 0), '--optimizer': ('muon', 'adamw'), '--lr': (0.01, 0.002),
                          '--curriculum': (250, 500), '--decay': (0.4, 0.25)}.items():
         assert re.search(rf"{flag} \S+ None: by --layout, shapes {s}, template {t}\b", help_text), flag
@@ -860,8 +861,32 @@ def test_trained_side_by_side_the_standard_model_collapses_and_fails_unseen_name
     assert 'its unseen unembeddings collapsed' in said
     frozen, _, h = U.train(replace(cfg, freeze_emb=True), log=lambda s: None)
     assert h[-1]['cos_unseen'] == h[0]['cos_unseen']                 # rows as initialised, to the bit
-    assert h[-1]['all'] > 0.5 and h[-1]['all'] > end['all'] + 0.4   # the same task, now in unseen names
+    assert h[-1]['all'] > 0.6 and h[-1]['all'] > end['all'] + 0.6   # the same task, now in unseen names
     assert 'collapsed' not in U.verdict(replace(cfg, freeze_emb=True), h, 'all')
+
+
+def test_never_target_rows_are_those_no_training_problem_asks_the_model_to_write():
+    cfg = U.Config(n_symbols=40, precision='fp32', batch_size=64)   # every shape, conjunctions, broken paths
+    vocab = L.Vocab(cfg.n_symbols)
+    data = U.batches(random.Random(0), cfg, vocab)
+    targets = set(torch.cat([y[y != -1] for _, y in itertools.islice(data, 20)]).tolist())
+    never = set(vocab.never_target_ids)
+    assert set(vocab.unseen_ids) <= never and not targets & never
+    assert targets | never == set(range(len(vocab)))     # every other row is written by some problem
+
+
+def test_freeze_unused_holds_the_never_target_rows_and_trains_the_rest():
+    """--freeze-unused: the rows of the unseen names, <pad> and the prompt's signs stay as initialised, to the
+    bit, through gradient and weight decay; the training names' rows train."""
+    cfg = replace(TINY, steps=40, lr=1e-2, freeze_unused=True)
+    start = U.make_model(cfg).lm_head.weight.detach().clone()
+    model, vocab, h = U.train(cfg, log=lambda s: None)
+    w, never = model.lm_head.weight.detach(), vocab.never_target_ids
+    assert torch.equal(w[never], start[never]) and model.lm_head.weight.requires_grad
+    assert not torch.equal(w[vocab.train_ids], start[vocab.train_ids])
+    assert h[-1]['cos_unseen'] == h[0]['cos_unseen'] and U.run_name(cfg) == 'freeze-unused'
+    standard, _, _ = U.train(replace(cfg, freeze_unused=False), log=lambda s: None)
+    assert not torch.equal(standard.lm_head.weight.detach()[never], start[never])    # what it prevents
 
 
 def test_adamw_collapses_the_unseen_rows_without_weight_decay_too():
@@ -926,6 +951,8 @@ def test_teacher_forced_exact_match_equals_greedy_decoding(trained):
         assert fast == slow
         if s == 'none':
             assert sum(fast) > 0                     # a model that gets some right: the check has teeth
+        x, y = U.make_batch(problems, vocab)         # a test set of any size: evaluated a piece at a time
+        assert torch.equal(U.target_preds(model, x, y, chunk=7), U.target_preds(model, x, y))
 
 
 def test_a_checkpoint_is_evaluated_on_its_own_test_problems(trained):
@@ -1122,10 +1149,10 @@ def readme_asks():
 
 def test_shipped_checkpoints_answer_the_projects_own_examples(capsys):
     """The problems the project shows (README, --help, the run's closing 'try:' line) through the shipped
-    checkpoints: every `--ask` output the README prints is what they print (the --help example among them),
-    and the frozen model solves the README's top problem and the closing line's."""
+    checkpoints: every `--ask` output the README prints is what they print, and the frozen model solves the
+    README's top problem, the --help example and the closing line's."""
     asks = readme_asks()
-    assert len(asks) >= 4 and {ck for ck, _, _ in asks} == {'assets/headline.pt', 'assets/standard.pt'}
+    assert len(asks) >= 3 and {ck for ck, _, _ in asks} == {'assets/headline.pt', 'assets/standard.pt'}
     models = {ck: U.load_checkpoint(ck) for ck, _, _ in asks}
     for ck, problem, shown in asks:
         model, vocab, cfg = models[ck]
@@ -1135,10 +1162,9 @@ def test_shipped_checkpoints_answer_the_projects_own_examples(capsys):
     model, vocab, cfg = models['assets/headline.pt']
     help_text = ' '.join(run('unseen.py', '--help').stdout.split())
     help_example = re.search(r"e\.g\. '([^']+)'", help_text).group(1)
-    assert ('assets/headline.pt', help_example) in [(ck, problem) for ck, problem, _ in asks]
     top = re.search(r'\(`(x4 [^`]+?) :', open('README.md').read()).group(1)
-    assert {U.TRY_PROBLEM, top} <= {problem for _, problem, _ in asks}
-    for text in (U.TRY_PROBLEM, top):
+    assert U.TRY_PROBLEM in {problem for _, problem, _ in asks}
+    for text in (U.TRY_PROBLEM, top, help_example):
         p = L.parse(text)
         ids, n_prompt = vocab.encode(p)
         assert U.generate(model, vocab, ids[:n_prompt]) == ids[n_prompt:-1], text
@@ -1388,12 +1414,12 @@ def test_a_bad_problems_file_gets_one_line_naming_it(trained, tmp_path, content,
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason='this machine has CUDA')),
     (['--out', 'README.md'], 'is a file'),
     (['--grid', '--freeze-emb', '--steps', '10'], 'cannot take --freeze-emb --steps'),
-    (['--quick'], '--quick, --seeds and --resume go with --grid'),
+    (['--quick'], '--quick, --seeds, --resume and --shard go with --grid'),
     (['--grid', '--resume', 'README.md'], 'no grid_runs.jsonl there'),
     (['--grid', '--seeds', '0'], '--seeds must be 1 to 100'),
     (['--grid', '--seeds', '1000000'], '--seeds must be 1 to 100'),
     (['--n-embd', '2048', '--n-layer', '48'], '2426M parameters, at most 200M'),
-    (['--eval-n', '20000', '--max-depth', '20'], 'one evaluation would hold 26 GB'),
+    (['--eval-n', '2000', '--max-depth', '20', '--n-symbols', '100000'], 'one evaluation would hold 12 GB'),
     (['--precision', 'fp16'], "invalid choice: 'fp16'"),
     (['--bench', '--precision', 'fp32', '--steps', '5'], 'cannot take --steps --precision'),
     (['--bench', '--curriculum', '100'], 'cannot take --curriculum'),
@@ -1588,22 +1614,31 @@ def test_precision_auto_only_picks_bf16_where_it_is_fast(monkeypatch):
 
 
 def test_grid_has_every_row_the_paper_table_needs():
-    rows = dict(U.grid_rows(replace(U.Config(), **U.GRID)))
-    K, N = U.GRID_FORGET_EVERY, U.GRID['steps'] // 2
+    rows = dict(U.grid_rows(U.Config(**U.GRID)))                      # as main_grid builds it
+    K, B, N = U.GRID_FORGET_EVERY, U.GRID_FORGET_BRIEF, U.GRID['steps'] // 2
     for row in ['standard', 'no-identity', 'copy-attn', 'copy-pointer', 'freeze-emb',
-                'copy-attn + freeze-emb', f'forget-every {K}', f'forget-every {K} + until {N}',
-                f'copy-pointer + forget-every {K} + until {N}', 'untied']:
+                'copy-attn + freeze-emb', 'freeze-unused', f'forget-every {K}',
+                f'copy-attn + forget-every {K}',
+                f'forget-every {B} + until {N}', f'copy-pointer + forget-every {B} + until {N}', 'untied']:
         assert row in rows
-    # each label says what its configuration is; every row trains with the demo's schedule, model and
-    # problems of every shape (not the one layout)
-    demo = U.Config()
-    same = lambda c: (c.schedule, c.layout, c.n_layer, c.shift)
-    assert all(same(r) == same(demo) for r in rows.values())
+    # each label says what its configuration is; every row trains with the demo's task and training (its
+    # optimiser, schedule, curriculum, broken paths, conjunctions), on problems of every shape
+    demo, grid = U.Config(), U.Config(**U.GRID)
+    recipe = ('schedule', 'optimizer', 'lr', 'muon_lr', 'curriculum', 'decay', 'broken', 'max_premises',
+              'layout', 'shift', 'weight_decay', 'warmup', 'batch_size')
+    assert all(getattr(r, k) == getattr(demo, k) for r in rows.values() for k in recipe)
+    assert all(r.n_layer == grid.n_layer and r.max_depth == grid.max_depth for r in rows.values())
     assert not rows['no-identity'].identity and rows['standard'].identity
     assert rows['copy-pointer'].copy_attn and rows['copy-pointer'].copy_form == 'pointer'
-    assert rows[f'forget-every {K} + until {N}'].forget_until == N and not rows['untied'].tie_emb
-    few = rows[f'freeze-emb, {U.GRID_FEW_SYMBOLS} symbols']           # the diversity contrast
-    assert few.freeze_emb and few.n_symbols == U.GRID_FEW_SYMBOLS != U.GRID['n_symbols']
+    assert rows[f'forget-every {B} + until {N}'].forget_until == N and not rows['untied'].tie_emb
+    assert rows[f'copy-attn + forget-every {K}'].forget_until == 0 and rows['freeze-unused'].freeze_unused
+    for n in U.GRID_POOLS:                                             # the diversity curve, both models
+        assert n < grid.n_symbols and rows[f'freeze-emb, {n} symbols'] == replace(grid, n_symbols=n,
+                                                                                   freeze_emb=True)
+        assert rows[f'standard, {n} symbols'] == replace(grid, n_symbols=n)
+    quick = U.grid_rows(U.Config(**U.GRID_QUICK), quick=True)           # --quick: six rows for a class
+    assert [label for label, _ in quick] == ['standard', 'copy-attn', 'freeze-emb', 'copy-attn + freeze-emb',
+                                             'freeze-unused', f'forget-every {K}']
 
 
 def test_fine_tuning_starts_from_collapsed_fresh_or_copied_rows():
@@ -1657,12 +1692,13 @@ def test_grid_writes_table_figure_and_fine_tuning_contrast_and_resumes(tmp_path,
     tiny = dict(n_symbols=40, max_depth=2, steps=4, eval_every=4, eval_n=10, n_layer=1, n_embd=32,
                 batch_size=8)
     monkeypatch.setattr(U, 'GRID', tiny)
-    monkeypatch.setattr(U, 'GRID_FEW_SYMBOLS', 20)
+    monkeypatch.setattr(U, 'GRID_POOLS', (20,))
     monkeypatch.setattr(U, 'GRID_FT', (4, 2))
     U.main(['--grid', '--out', str(tmp_path), '--precision', 'fp32'])
     table = (tmp_path / 'grid.md').read_text()
     rows = [line for line in table.splitlines() if line.startswith('| ') and '---' not in line]
-    assert len(rows) == 1 + len(U.grid_rows(replace(U.Config(), **tiny))) + 1 + 3   # two tables with headers
+    n_rows = len(U.grid_rows(U.Config(**tiny)))
+    assert len(rows) == 2 * (1 + n_rows) + 1 + 3       # the table, the curves, the fine-tuning, with headers
     assert '| freeze-emb, 20 symbols |' in table and '(' in rows[1]       # mean (min-max) of 2 seeds
     data = json.loads((tmp_path / 'grid.json').read_text())
     # each scenario split into provable and unprovable problems
@@ -1679,6 +1715,9 @@ def test_grid_writes_table_figure_and_fine_tuning_contrast_and_resumes(tmp_path,
     assert {r['seed'] for r in data['results']} == {0, 1}
     assert data['command'] == f'python unseen.py --grid --out {tmp_path} --precision fp32'
     assert (tmp_path / 'grid.png').stat().st_size > 10_000 and (tmp_path / 'finetune.png').is_file()
+    assert (tmp_path / 'diversity.png').stat().st_size > 10_000
+    curve = lambda row: [100 * sum(r['curve'][-1][1] for r in data['results'] if r['row'] == row) / 2]
+    assert rows[n_rows + 2].startswith(f"| standard | {curve('standard')[0]:.1f} |")   # the last evaluation's
     # an interrupted grid keeps what it finished, and --resume trains only the rest, to the same table
     strip = lambda md: [line.rsplit('|', 2)[0] for line in md.split('Fine-tuning')[0].splitlines()[1:]]
     lines = (tmp_path / 'grid_runs.jsonl').read_text().splitlines()
@@ -1697,7 +1736,7 @@ def test_grid_writes_table_figure_and_fine_tuning_contrast_and_resumes(tmp_path,
     (tmp_path / 'pretrained.pt').write_bytes(b'not a checkpoint')
     U.main(['--grid', '--resume', str(tmp_path), '--precision', 'fp32'])
     out = capsys.readouterr().out
-    for why in ('3 damaged lines (half-written by a crash, or edited), their runs trained again',
+    for why in ('3 damaged lines (half-written by a crash, or edited) left aside',
                 f'{tmp_path}/pretrained.pt unreadable or of another model: its run trained again'):
         kept_standard = any((json.loads(x)['row'], json.loads(x)['seed']) == ('standard', 0)
                             for x in lines[:3])
@@ -1708,16 +1747,45 @@ def test_grid_writes_table_figure_and_fine_tuning_contrast_and_resumes(tmp_path,
     assert now.startswith(left + '\n') and len(now.splitlines()) == len(left.splitlines()) + retrained
 
 
+def test_two_shards_gathered_give_the_runs_and_table_of_one_whole_grid(tmp_path, monkeypatch, capsys):
+    tiny = dict(n_symbols=40, max_depth=2, steps=3, eval_every=3, eval_n=10, n_layer=1, n_embd=32,
+                batch_size=8)
+    monkeypatch.setattr(U, 'GRID', tiny)
+    monkeypatch.setattr(U, 'GRID_POOLS', (20,))
+    monkeypatch.setattr(U, 'GRID_FT', (2, 2))
+    whole, shards = tmp_path / 'whole', tmp_path / 'shards'
+    U.main(['--grid', '--out', str(whole), '--precision', 'fp32'])
+    for i in (1, 2):    # two machines, one folder each; their files gathered in one
+        U.main(['--grid', '--shard', f'{i}/2', '--out', str(tmp_path / f'machine{i}'), '--precision', 'fp32'])
+        assert not (tmp_path / f'machine{i}' / 'grid.md').exists()        # a shard writes no table
+        shutil.copytree(tmp_path / f'machine{i}', shards, dirs_exist_ok=True)
+    out = capsys.readouterr().out
+    assert 'gather their grid_runs*.jsonl and pretrained.pt in one folder and run: python unseen.py --grid ' \
+           '--precision fp32 --resume FOLDER' in out
+    n = len(U.grid_rows(replace(U.Config(), **tiny))) * 2
+    lines = lambda folder: b''.join(p.read_bytes() for p in folder.glob('grid_runs*.jsonl')).splitlines()
+    runs = lambda folder: sorted((r['row'], r['seed'], *[r[k] for k in U.accuracy_keys()], r['cos_unseen'])
+                                 for r in map(json.loads, lines(folder)))
+    one, two = [(tmp_path / 'machine1'), (tmp_path / 'machine2')]
+    assert len(runs(one)) + len(runs(two)) == n
+    assert not {r[:2] for r in runs(one)} & {r[:2] for r in runs(two)}     # none trained twice
+    assert runs(shards) == runs(whole)                        # the same runs, each trained once
+    U.main(['--grid', '--resume', str(shards), '--precision', 'fp32'])
+    assert f'resuming: {n} of {n} runs already in' in capsys.readouterr().out      # nothing trained again
+    strip = lambda md: [line.rsplit('|', 2)[0] for line in md.split('Fine-tuning')[0].splitlines()[1:]]
+    assert strip((shards / 'grid.md').read_text()) == strip((whole / 'grid.md').read_text())
+
+
 def test_grid_on_the_one_layout_with_layout_template(tmp_path, monkeypatch):
-    monkeypatch.setattr(U, 'GRID', dict(n_symbols=40, max_depth=2, steps=2, eval_every=2, eval_n=10,
-                                        n_embd=32))
-    monkeypatch.setattr(U, 'GRID_FEW_SYMBOLS', 20)
+    monkeypatch.setattr(U, 'GRID', dict(U.GRID, n_symbols=40, steps=2, eval_every=2, eval_n=10, n_embd=32))
+    monkeypatch.setattr(U, 'GRID_POOLS', (20,))
     monkeypatch.setattr(U, 'GRID_FT', (2, 2))
     U.main(['--grid', '--layout', 'template', '--seeds', '1', '--out', str(tmp_path), '--precision', 'fp32'])
     data = json.loads((tmp_path / 'grid.json').read_text())
-    template = U.LAYOUT_DEFAULTS['template']                  # the one-layout model: 3 layers, batch 64
-    assert all((r['config']['layout'], r['config']['n_layer'], r['config']['batch_size']) ==
-               ('template', template['n_layer'], template['batch_size']) for r in data['results'])
+    template = U.LAYOUT_DEFAULTS['template']                  # the one layout's training: AdamW, batch 64
+    assert all((r['config']['layout'], r['config']['optimizer'], r['config']['batch_size'],
+                r['config']['n_layer']) == ('template', 'adamw', template['batch_size'], U.GRID['n_layer'])
+               for r in data['results'])
     assert 'the one layout, depth 1-2' in (tmp_path / 'grid.md').read_text()
 
 
@@ -1771,7 +1839,9 @@ def test_theory_demo_default_run_says_collapse_with_decay_and_not_without(tmp_pa
     assert ('verdict: under GD and SGD, with weight decay the unseen rows collapse (cosine -> 1.00) while '
             'the seen rows stay apart; without it they do not collapse. The bound held on every GD/SGD '
             'step.') in r.stdout
-    assert (tmp_path / 'lemma.png').is_file()
+    assert (tmp_path / 'lemma.png').is_file() and 'replaces' not in r.stdout
+    again = run('theory_demo.py', '--out', str(tmp_path))          # a second run says what it replaces
+    assert f'plot: {tmp_path}/lemma.png (it replaces the one an earlier run left there)' in again.stdout
 
 
 def test_the_lemma_verdict_is_about_gd_and_sgd_and_adamw_gets_its_own_clause(capsys):
@@ -2207,6 +2277,22 @@ def test_finetune_runs_every_set_and_draws_the_curves(tmp_path):
     assert TD.PAPER_GEMMA in r.stdout and (tmp_path / 'out' / 'finetune_real.png').is_file()
 
 
+def test_finetune_sums_a_large_batch_from_pieces_to_the_gradient_of_the_whole(monkeypatch):
+    """--ft-batch and --ft-test as large as the caps allow fit in memory: each forward pass reads FT_CHUNK
+    problems, and the gradient and the accuracy are those of the whole batch."""
+    model, vocab = U.make_model(TINY), L.Vocab(TINY.n_symbols)
+    x, y = next(U.batches(random.Random(0), TINY, vocab))           # 32 problems of several lengths
+    grads = []
+    for chunk in (1000, 5):
+        monkeypatch.setattr(TD, 'FT_CHUNK', chunk)
+        model.zero_grad(set_to_none=True)
+        TD.backward(model, x, y)
+        grads.append([p.grad.clone() for p in model.parameters()])
+        assert TD.accuracy(model, x, y) == U.exact_match(model, x, y).float().mean().item()
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(*grads))
+    assert not all(torch.allclose(a, 0 * a) for a in grads[0])
+
+
 def test_finetune_on_bad_folders_says_which_file_in_one_line(tmp_path):
     vocab = tiny_bert(tmp_path)
     cases = [(tmp_path / 'none', 'does not exist')]
@@ -2240,6 +2326,13 @@ def test_a_resume_with_other_settings_is_refused_naming_each_and_deletes_nothing
     r = run('unseen.py', '--grid', '--resume', str(tmp_path), '--layout', 'template', '--precision', 'fp32')
     assert r.returncode == 1 and 'its runs were trained with --quick (this grid: no --quick)' in r.stderr
     assert (tmp_path / 'grid_runs.jsonl').read_text() == text                  # not a byte lost
+    # runs of neither grid's length are named by their steps; a grid's folder given as --out, as --out
+    other = tmp_path / 'other'
+    other.mkdir()
+    (other / 'grid_runs.jsonl').write_text(grid_line(U.Config(**dict(U.GRID, steps=1), precision='fp32')))
+    r = run('unseen.py', '--grid', '--out', str(other), '--precision', 'fp32')
+    assert r.returncode == 1 and r.stderr.startswith(
+        f"error: --out {other}: its runs were trained with steps 1 (this grid: {U.GRID['steps']});")
 
 
 def test_a_grid_run_written_before_lr_floor_is_a_run_of_this_grid(tmp_path):
@@ -2253,10 +2346,10 @@ def test_a_grid_run_written_before_lr_floor_is_a_run_of_this_grid(tmp_path):
     other = json.loads(grid_line(replace(cfg, lr_floor=0.0)))
     path = tmp_path / 'grid_runs.jsonl'
     path.write_text(json.dumps(old) + '\n')
-    runs, skipped, differ = U.saved_runs(str(path), wanted)
+    runs, skipped, differ = U.saved_runs([str(path)], wanted)
     assert len(runs) == 1 and not skipped and not differ
     path.write_text(json.dumps(other) + '\n')
-    assert U.saved_runs(str(path), wanted)[2] == {'lr_floor': (0.0, 0.1)}
+    assert U.saved_runs([str(path)], wanted)[2] == {'lr_floor': (0.0, 0.1)}
 
 
 def test_the_printed_resume_command_carries_every_setting_of_the_grid():
@@ -2278,7 +2371,7 @@ def test_a_damaged_grid_line_of_any_shape_is_set_aside_not_a_traceback(tmp_path,
     good = grid_line(cfg).encode()
     (tmp_path / 'grid_runs.jsonl').write_bytes(line + b'\n' + good + b'\n')
     assert U.read_run(line) is None
-    runs, skipped, differ = U.saved_runs(tmp_path / 'grid_runs.jsonl',
+    runs, skipped, differ = U.saved_runs([tmp_path / 'grid_runs.jsonl'],
                                          {('standard', 0): json.loads(json.dumps(U.asdict(cfg)))})
     assert len(runs) == 1 and not differ and list(skipped.values()) == [1]
     assert U.read_run(good.replace(b'"none": 0.5', b'"none": 5.0')) is None        # not an accuracy
@@ -2304,7 +2397,7 @@ def test_a_signal_to_the_grids_process_group_stops_it_and_its_workers_in_seconds
     finally:
         timer.cancel()
     assert proc.returncode == 1 and err.strip().splitlines() == [
-        f'error: interrupted; the finished runs are kept in {tmp_path}/grid_runs.jsonl; '
+        f'error: interrupted; the finished runs are kept in {tmp_path}; '
         f'to finish: python unseen.py --grid --quick --resume {tmp_path}']
     assert took < 10
     time.sleep(0.5)

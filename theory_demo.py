@@ -43,10 +43,8 @@ and for Part 3 the padding and exact match); unseen.py imports nothing from here
 """
 
 import argparse
-import copy
 import glob
 import json
-import multiprocessing as mp
 import os
 import random
 import re
@@ -54,7 +52,6 @@ import struct
 import sys
 import time
 import unicodedata
-from dataclasses import replace
 
 import numpy as np
 import torch
@@ -248,9 +245,10 @@ def lemma(args):
             failed += len(bad) if opt != 'adamw' else 0
     path = os.path.join(args.out, 'lemma.png')
     os.makedirs(args.out, exist_ok=True)
+    note = replacing(path)
     plot_lemma(runs, path)
     print('\n' + lemma_verdict(runs, failed))
-    print(f"plot: {path}  ({time.time() - t0:.0f} s)")
+    print(f"plot: {path}{note}  ({time.time() - t0:.0f} s)")
 
 # -----------------------------------------------------------------------------
 # Part 2: a pretrained checkpoint's embeddings: the reserved tokens, and the cluster of never-trained
@@ -384,16 +382,17 @@ def report_cluster(found, unused, vocab, E_in, args):
         print(f"  input-row norm (untied): median {np.median(norms[members]):.3g} in the cluster, "
               f"{np.median(norms[~members]):.3g} outside it")
     ranking = os.path.join(args.out, 'token_ranking.tsv')
-    with open(ranking, 'w', encoding='utf-8') as f:
+    others = os.path.join(args.out, 'cluster_other_tokens.txt')
+    note = replacing(ranking)
+    with unseen.whole(ranking) as part, open(part, 'w', encoding='utf-8') as f:
         f.write('rank\tid\ttoken\tcosine_to_cluster\tin_cluster\treserved\n')
         for rank, i in enumerate(order):
             f.write(f"{rank}\t{i}\t{token_text(name_of.get(i, f'<id {i}>'))}\t{close[i]:.4f}\t"
                     f"{int(members[i])}\t{int(is_unused[i])}\n")
-    others = os.path.join(args.out, 'cluster_other_tokens.txt')
-    with open(others, 'w', encoding='utf-8') as f:
+    with unseen.whole(others) as part, open(part, 'w', encoding='utf-8') as f:
         f.writelines(f"{i}\t{token_text(name_of.get(i, f'<id {i}>'))}\t{close[i]:.4f}\n" for i in ordinary)
     print(f"  every token ranked by its cosine to the centre: {ranking}\n"
-          f"  the other tokens in the cluster: {others}")
+          f"  the other tokens in the cluster: {others}{note}")
 
 
 def plot_unused(pairs, found, unused, args, path):
@@ -426,9 +425,10 @@ def plot_unused(pairs, found, unused, args, path):
     where = '/'.join(os.path.normpath(args.checkpoint).split(os.sep)[-2:])
     fig.suptitle(f"{where}: never-trained tokens collapse")
     fig.tight_layout()
+    note = replacing(path)
     unseen.savefig(fig, path)
     plt.close(fig)
-    print(f"plot: {path}")
+    print(f"plot: {path}{note}")
 
 # -----------------------------------------------------------------------------
 # Part 2's readers: safetensors and vocabulary files, read with numpy and checked (a damaged or hostile
@@ -639,6 +639,7 @@ FT_SPECIALS = {'<pad>': '[PAD]', '<eos>': '[SEP]', '->': 'then', '.': '.', '?': 
                'T': 'true', 'F': 'false'}
 
 BERT_MAX_PARAMS = 400e6   # --finetune: the largest encoder it builds (AdamW keeps 4 copies in memory)
+FT_CHUNK = 128     # --finetune: problems per forward pass (a larger batch is summed from pieces)
 QUICK_STEPS = 100   # --quick: the ordinary and the reserved names only, this many steps each
 
 PAPER_GEMMA = 'Gemma 3 1B (the paper): ~500 steps to 90% with ordinary tokens, ~5000 with its unused tokens'
@@ -846,17 +847,31 @@ def finetune_arm(ckpt, vocab, names, control, args, log, clock):
     for step in range(args.ft_steps + 1):
         if step % args.ft_eval == 0:
             model.eval()
-            curve.append((step, unseen.exact_match(model, *test).float().mean().item()))   # = greedy
+            curve.append((step, accuracy(model, *test)))
             model.train()
             log(f"  step {step:5d} | exact match {100 * curve[-1][1]:5.1f}% | {clock(step)}")
             if curve[-1][1] >= 0.9 or step == args.ft_steps:
                 break
-        x, y = batch(enc, problems_in_slots(rng, gen, args.ft_batch), pad)
-        _, loss = model(x, y)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        backward(model, *batch(enc, problems_in_slots(rng, gen, args.ft_batch), pad))
         opt.step()
     return curve
+
+
+def accuracy(model, x, y):
+    """Exact match (greedy, as unseen.exact_match) on the problems (x, y), FT_CHUNK at a time."""
+    right = [unseen.exact_match(model, x[i:i + FT_CHUNK], y[i:i + FT_CHUNK])
+             for i in range(0, len(x), FT_CHUNK)]
+    return torch.cat(right).float().mean().item()
+
+
+def backward(model, x, y):
+    """The gradient of the loss on the batch (x, y), summed from pieces of FT_CHUNK problems (each weighted by
+    its share of the targets): the memory of a piece, the gradient of the whole batch."""
+    targets = (y != -1).sum()
+    for i in range(0, len(x), FT_CHUNK):
+        _, loss = model(x[i:i + FT_CHUNK], y[i:i + FT_CHUNK])
+        (loss * (y[i:i + FT_CHUNK] != -1).sum() / targets).backward()
 
 
 def steps_to(curve, level):
@@ -920,12 +935,18 @@ def plot_finetune(curves, args, path):
            title=f"{where}: the same problems, four sets of names")
     ax.legend()
     fig.tight_layout()
+    note = replacing(path)
     unseen.savefig(fig, path)
     plt.close(fig)
-    print(f"plot: {path}")
+    print(f"plot: {path}{note}")
 
 # -----------------------------------------------------------------------------
 # the command line
+
+
+def replacing(path):
+    """What a run says of an output that a run before it left in --out: it replaces it, aloud."""
+    return ' (it replaces the one an earlier run left there)' if os.path.exists(path) else ''
 
 
 def main(argv=None):

@@ -4,7 +4,7 @@ unseen: why transformers fail to reason with symbols they never saw in training,
 A small reproduction of "To See the Unseen" (Lazic, Fowl, Gyorgy, Szepesvari, arXiv 2604.21632).
 A decoder-only transformer learns to solve Horn-clause problems (logic_data.py) step by step. It is
 trained on variable names x0..x{n-1} and tested on problems written in names u0..u99 that never occurred
-in training, and on problem shapes it never trained on. The demo (2 cores, alone: 16 min in float32):
+in training, and on problem shapes it never trained on. The demo (2 cores, alone: 21 min in float32):
 
     python unseen.py --unseen all --freeze-emb
 
@@ -14,11 +14,9 @@ logits down; under GD or SGD weight decay contracts their differences (the lemma
 normalised step moves them all alike even without weight decay. They end near one shared vector, and
 with tied embeddings the unseen tokens then look alike on the input side too.
 
-Read it top to bottom as the paper's argument, to main(): config, the model (nanoGPT with the identity
-terms and copy attention), the paper's switches on the (un)embeddings, optimiser and schedule, data,
-evaluation, one training loop, the verdict, main(). After main(), marked sections hold what it calls
-around that argument: the outputs (log line, plan, mistakes, plots, output folder), --ckpt / --ask /
---problems, --grid (the paper's table, then the fine-tuning contrast), --bench, and the command line.
+Read it top to bottom, to main(), as the paper's argument: config, the model (nanoGPT, identity terms, copy
+attention), the switches on the (un)embeddings, optimiser and schedule, data, evaluation, the training loop,
+the verdict. After main(), what it calls around that: outputs, --ckpt / --ask / --problems, --grid, --bench.
 """
 
 import argparse
@@ -68,14 +66,14 @@ class Config:
     identity_a: float = 1.0    # a_h at the start (trained)
     identity_b: float = 0.0    # b_h at the start (trained)
     tie_emb: bool = True       # unembedding = input embedding (GPT-2 style)
-    positions: str = 'learned'  # 'learned': a table of rows added to the input (GPT-2); 'randomised': each
-                               # training problem read from a random row of it (Ruoss et al. 2023); 'rotary':
-                               # RoPE, relative offsets only; 'none': no positions (the causal mask orders)
+    positions: str = 'learned'  # 'learned': a table of rows added to the input (GPT-2); 'randomised':
+                               # from a random row (Ruoss et al. 2023); 'rotary': RoPE; 'none': no positions
     shift: int = None          # learned positions: training reads each problem from row 0 or row `shift` of
                                # the table at random, the tests from row `shift` (why: LAYOUT_DEFAULTS)
     emb_norm: float = 1.0      # mean row norm of the orthogonal (un)embeddings
     # the paper's switches on the (un)embeddings
     freeze_emb: bool = False   # orthogonal init, never updated
+    freeze_unused: bool = False  # only the rows never a training target (hold_unused_rows)
     forget_every: int = 0      # re-draw them and their AdamW state every K steps (0: never)
     forget_until: int = 0      # ... but only until this step (0: all through training)
     # optimisation
@@ -113,7 +111,7 @@ class Config:
         early or never starts, which the planted path alone never shows); the tests do not."""
         stage = self.max_depth if step is None else self.depth_at(step)
         most = None if stage == self.max_depth or not self.shape_curriculum or self.layout != 'shapes' else \
-            (min(4, stage + 1), min(2, stage - 1), min(3, stage))
+            logic_data.curriculum_caps(stage)
         held_out = logic_data.HELD_OUT if self.layout == 'shapes' else ()
         broken = self.broken if step is not None else 0.0   # the tests: the same problems as before --broken
         return logic_data.GenConfig(max_depth=stage, max_premises=self.max_premises, layout=self.layout,
@@ -136,10 +134,10 @@ class Config:
         return self.longest_problems().max_tokens()
 
 POSITIONS = ('learned', 'randomised', 'rotary', 'none')
-# what each layout needs. Problems of every shape take a fourth layer, more and larger batches, Muon, rules
+# what each layout needs. Problems of every shape take six layers, more and larger batches, Muon, rules
 # of two premises, and --shift 2: training from rows 0 and 2 at random and testing from row 2 puts even the
 # shortest test problem's answer where training has put some. The one layout needs none of it.
-LAYOUT_DEFAULTS = {'shapes': dict(steps=7500, batch_size=128, n_layer=4, shift=2, optimizer='muon', lr=1e-2,
+LAYOUT_DEFAULTS = {'shapes': dict(steps=7500, batch_size=128, n_layer=6, shift=2, optimizer='muon', lr=1e-2,
                                   curriculum=250, decay=0.4, max_premises=2),
                    'template': dict(steps=4000, batch_size=64, n_layer=3, shift=0, optimizer='adamw', lr=2e-3,
                                     curriculum=500, decay=0.25, max_premises=1)}
@@ -485,20 +483,20 @@ def shape_sets(cfg, vocab):
 
 def held_out_sets(sets):
     """The names of the shape sets that hold shapes training never drew (the held-out families)."""
-    return [name for name in sets if name.startswith('held-out') or name.startswith('every shape')]
+    return [name for name in sets if logic_data.is_held_out(name)]
 
 # -----------------------------------------------------------------------------
 # evaluation: exact match under greedy decoding, and the collapse metric
 
 
 @torch.no_grad()
-def target_preds(model, x, y):
+def target_preds(model, x, y, chunk=1000):
     """(B, T): teacher-forced, the argmax given the correct prefix at each target position (-1 on the
-    prompt, which has no target: there it equals y)."""
-    target = y != -1
-    logits, _ = model(x, y)                     # (N, V): logits at the N target positions only (fast)
+    prompt, which has no target: there it equals y); `chunk` problems at a time (memory)."""
     pred = torch.full_like(y, -1)
-    pred[target] = logits.argmax(-1)
+    for i in range(0, len(x), chunk):
+        logits, _ = model(x[i:i + chunk], y[i:i + chunk])   # (N, V): at the N target positions only (fast)
+        pred[i:i + chunk][y[i:i + chunk] != -1] = logits.argmax(-1)
     return pred
 
 
@@ -617,6 +615,7 @@ def train(cfg, log=print, predictions=None):
     data = batches(random.Random(cfg.seed), cfg, vocab)
     sets = eval_sets(cfg, vocab)
     history, losses, seconds, t0 = [], [], [], time.time()
+    hold = hold_unused_rows(model, vocab) if cfg.freeze_unused else lambda: None
     for step in range(cfg.steps + 1):
         if step % cfg.eval_every == 0 or step == cfg.steps:
             acc = evaluate(model, vocab, sets, cfg.device, predictions)
@@ -633,6 +632,7 @@ def train(cfg, log=print, predictions=None):
         set_lr(optimizer, cfg, step)
         t = time.time()
         losses.append(train_step(model, optimizer, *next(data)))
+        hold()
         if not math.isfinite(losses[-1]):   # diverged: no checkpoint, no verdict on garbage
             raise FloatingPointError(f"the loss became {losses[-1]} at step {step + 1} (try a smaller --lr)")
         seconds.append(time.time() - t)
@@ -797,7 +797,7 @@ def run_name(cfg):
     """The switches of a run, e.g. 'copy-attn + freeze-emb' ('standard' if none)."""
     on = [('no-identity', not cfg.identity), ('copy-attn', cfg.copy_attn and cfg.copy_form == 'residual'),
           ('copy-pointer', cfg.copy_attn and cfg.copy_form == 'pointer'), ('freeze-emb', cfg.freeze_emb),
-          ('untied', not cfg.tie_emb),
+          ('freeze-unused', cfg.freeze_unused), ('untied', not cfg.tie_emb),
           (f'forget-every {cfg.forget_every}', cfg.forget_every),
           (f'until {cfg.forget_until}', cfg.forget_every and cfg.forget_until)]
     return ' + '.join(name for name, flag in on if flag) or 'standard'
@@ -1284,33 +1284,56 @@ def in_workers(fn, jobs, workers):
 # --grid: the paper's table, every configuration it compares on the same problems and budget
 
 
-# one common setting for every row: the demo's model (4 layers), problems of every shape and symbol pool, on
-# shallower derivations (depth 1-2) and 4000 steps, so that 2 seeds of every row fit on 2 CPU cores in about
-# an hour; --quick, for a class: one seed, 1200 steps. AdamW alone, no broken paths, rules of one premise:
-# the training and the task the README's table of the grid comes from (the earlier task).
-GRID_TRAINING = dict(optimizer='adamw', lr=2e-3, curriculum=500, decay=0.25, broken=0.0, max_premises=1)
-GRID = dict(n_symbols=5000, max_depth=2, steps=4000, eval_every=1000, eval_n=500, **GRID_TRAINING)
-GRID_QUICK = dict(n_symbols=5000, max_depth=2, steps=1200, eval_every=600, eval_n=300, **GRID_TRAINING)
-GRID_FORGET_EVERY = 100                          # forget-until stops resetting halfway through
-GRID_FEW_SYMBOLS = 1000                          # a smaller training pool, for freeze-emb: diversity
+# one common setting for every row: the demo's task and training (problems of every shape, rules of one or
+# two premises, broken paths, Muon and its schedule) on shallower derivations (depth 1-2), with 4 layers and
+# 3000 steps, what the frozen row needs to reach about 90% (the notebook's probes): 2 seeds of every row take
+# 3-4 hours on 2 CPU cores in float32 (spread them with --shard); --quick, for a class: six rows, one seed,
+# 1000 steps. Every row differs from the first only in the paper's switches (grid_rows).
+GRID = dict(n_symbols=5000, max_depth=2, n_layer=4, steps=3000, eval_every=500, eval_n=500)
+GRID_QUICK = dict(n_symbols=5000, max_depth=2, n_layer=4, steps=1000, eval_every=500, eval_n=300)
+GRID_FORGET_EVERY = 100                          # resets that never stop: every K steps
+GRID_FORGET_BRIEF = 100                          # temporary forgetting: every K steps, until halfway
+GRID_POOLS = (250, 500, 1000, 2000)              # smaller training pools than GRID's: the diversity curve
 GRID_FILE_MAX = 64 << 20                         # grid_runs.jsonl: far beyond what a grid writes
 GRID_FT = (1500, 50)                             # fine-tuning: most steps, evaluate every
 GRID_FT_QUICK = (300, 50)                        # (--quick)
 
 
-def grid_rows(base):
-    """(label, config) for every row of the table."""
+def grid_rows(base, quick=False):
+    """(label, config) for every row of the table; `quick`: six of them, for a class (--quick)."""
     c = lambda **kw: replace(base, **kw)
-    K, N = GRID_FORGET_EVERY, base.steps // 2
+    K, brief, N = GRID_FORGET_EVERY, GRID_FORGET_BRIEF, base.steps // 2
     copy_attn, pointer = dict(copy_attn=True), dict(copy_attn=True, copy_form='pointer')
     rows = [c(), c(identity=False),                                  # what the identity terms buy
             c(**copy_attn), c(**pointer),                            # copy attention alone, both forms
             c(freeze_emb=True), c(freeze_emb=True, **copy_attn),     # frozen (un)embeddings
-            c(forget_every=K), c(forget_every=K, forget_until=N),    # forgetting, and temporary forgetting
-            c(forget_every=K, forget_until=N, **pointer),
+            c(freeze_unused=True),                                   # only the never-target rows frozen
+            c(forget_every=K), c(forget_every=K, **copy_attn),       # resets all through training
+            c(forget_every=brief, forget_until=N),                   # temporary forgetting
+            c(forget_every=brief, forget_until=N, **pointer),
             c(tie_emb=False)]
-    return [(run_name(r), r) for r in rows] + [(f'freeze-emb, {GRID_FEW_SYMBOLS} symbols',
-                                                c(n_symbols=GRID_FEW_SYMBOLS, freeze_emb=True))]
+    if quick:   # the collapse, the paper's fixes, the practitioner's row
+        return [(run_name(r), r) for r in rows if r in (c(), c(**copy_attn), c(freeze_emb=True),
+                                                        c(freeze_emb=True, **copy_attn), c(freeze_unused=True),
+                                                        c(forget_every=K))]
+    pools = [(f'{run_name(r)}, {n} symbols', replace(r, n_symbols=n))       # diversity: fewer training names
+             for n in GRID_POOLS for r in (c(), c(freeze_emb=True))]
+    return [(run_name(r), r) for r in rows] + pools
+
+
+def hold_unused_rows(model, vocab):
+    """--freeze-unused, the practitioner's question (a real model reserves tokens never a target): only the
+    rows of the tokens training never asks the model to write (the unseen names, <pad>, the prompt's signs)
+    keep their orthogonal init; the rest train. Returns what puts those rows back after each step, so that
+    neither the gradient nor weight decay moves them."""
+    rows = torch.tensor(vocab.never_target_ids, device=model.lm_head.weight.device)
+    kept = [(w, w[rows].clone()) for w in model.embeddings()]
+
+    @torch.no_grad()
+    def hold():
+        for w, rows_at_init in kept:
+            w[rows] = rows_at_init
+    return hold
 
 
 def mean_range(xs, fmt):
@@ -1338,6 +1361,43 @@ def grid_table(results, base):
                   mean_range([r['wall'] for r in rs], lambda v: f"{v:.0f}")]
         lines.append(f"| {label} | " + ' | '.join(cells) + ' |')
     return '\n'.join(lines)
+
+
+def grid_curves(results):
+    """Every row's exact match with every name unseen at each evaluation, mean over seeds (%): how far each
+    row got, and whether it was still climbing."""
+    labels = list(dict.fromkeys(r['row'] for r in results if r['curve']))
+    steps = sorted({p[0] for r in results for p in r['curve']})
+    lines = ['| configuration | ' + ' | '.join(f'step {s}' for s in steps) + ' |',
+             '|---' * (len(steps) + 1) + '|']
+    for label in labels:
+        at = lambda s: [p[1] for r in results if r['row'] == label for p in r['curve'] if p[0] == s]
+        lines.append(f'| {label} | ' + ' | '.join(f'{100 * sum(at(s)) / len(at(s)):.1f}' if at(s) else '-'
+                                                 for s in steps) + ' |')
+    return '\n'.join(lines)
+
+
+def diversity_plot(results, path, title):
+    """The diversity curve: with every name unseen, exact match and the unseen rows' cosine against the
+    training pool's size, for the standard and the frozen model (mean over seeds)."""
+    plt = pyplot()
+    fig, (acc, cos) = plt.subplots(1, 2, figsize=(10, 4))
+    for name in ('standard', 'freeze-emb'):
+        runs = [r for r in results if r['row'].split(',')[0] == name]
+        pools = sorted({r['config']['n_symbols'] for r in runs})
+        mean = lambda key, n: sum(r[key] for r in runs if r['config']['n_symbols'] == n) / \
+            sum(r['config']['n_symbols'] == n for r in runs)
+        acc.plot(pools, [100 * mean('all', n) for n in pools], 'o-', label=name)
+        cos.plot(pools, [mean('cos_unseen', n) for n in pools], 'o-', label=name)
+    acc.set(xscale='log', xlabel='training names (pool size)', ylabel='exact match, every name unseen (%)',
+            ylim=(0, 100))
+    cos.set(xscale='log', xlabel='training names (pool size)', ylabel='unseen rows: mean pairwise cosine',
+            ylim=(-0.05, 1.05))
+    acc.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    savefig(fig, path)
+    plt.close(fig)
 
 
 def grid_problems(base):
@@ -1382,7 +1442,8 @@ def grid_job(job):
     shapes = evaluate_shapes(model, vocab, shape_sets(cfg, vocab), cfg.device)
     held = held_out_mean(shapes)
     result = dict(row=label, seed=cfg.seed, **{k: last[k] for k in keys}, held_none=held['none'],
-                  held_all=held['all'], wall=time.time() - t, config=asdict(cfg))
+                  held_all=held['all'], wall=time.time() - t, config=asdict(cfg),
+                  curve=[[h['step'], h['all'], h['cos_unseen']] for h in history])   # for grid_curves
     return result, ({k: v.cpu() for k, v in model.state_dict().items()} if keep else None)
 
 
@@ -1395,30 +1456,40 @@ def read_run(raw):
     except (ValueError, RecursionError):              # not UTF-8, not JSON, nested too deep
         return None
     numbers = ['cos_unseen', 'norm_unseen', 'norm_train', 'wall', *accuracy_keys(), 'held_none', 'held_all']
+    number = lambda v: type(v) in (int, float) and math.isfinite(v)
     if not (isinstance(r, dict) and isinstance(r.get('row'), str) and type(r.get('seed')) is int
-            and isinstance(r.get('config'), dict)
-            and all(type(r.get(k)) in (int, float) and math.isfinite(r[k]) for k in numbers)):
+            and isinstance(r.get('config'), dict) and all(number(r.get(k)) for k in numbers)
+            and isinstance(r.setdefault('curve', []), list)       # (none in a run of an earlier grid)
+            and all(isinstance(p, list) and len(p) == 3 and all(map(number, p)) for p in r['curve'])):
         return None
     r['config'].setdefault('lr_floor', 0.1)           # a run from before --lr-floor decayed to a tenth
     return r if all(0 <= r[k] <= 1 for k in numbers[4:]) else None
 
 
-def saved_runs(path, wanted):
-    """--resume: the finished runs in grid_runs.jsonl that belong to this grid (`wanted`: {(row, seed):
+def run_files(folder):
+    """A grid folder's files of finished runs: grid_runs.jsonl, and one per --shard (gathered there)."""
+    names = sorted(n for n in os.listdir(folder) if n.startswith('grid_runs.shard-') and n.endswith('.jsonl'))
+    return [os.path.join(folder, n) for n in ['grid_runs.jsonl', *names]
+            if os.path.isfile(os.path.join(folder, n))]
+
+
+def saved_runs(paths, wanted):
+    """--resume: the finished runs in the files `paths` that belong to this grid (`wanted`: {(row, seed):
     config}; a run written again later wins), {why: how many} of the lines left aside, and the settings in
     which runs of this grid's rows and seeds differ from it ({key: (theirs, this grid's)}: the caller
     refuses those, so that no finished run is ever trained over)."""
-    runs, skipped, differ = {}, {}, {}
-    if os.path.getsize(path) > GRID_FILE_MAX:
-        raise ValueError(f"{path} holds {os.path.getsize(path):,} bytes, far more than a grid writes "
-                         f"(at most {GRID_FILE_MAX:,}): not a grid's file")
-    with open(path, 'rb') as f:
-        lines = f.read().splitlines()
+    runs, skipped, differ, lines = {}, {}, {}, []
+    for path in paths:
+        if os.path.getsize(path) > GRID_FILE_MAX:
+            raise ValueError(f"{path} holds {os.path.getsize(path):,} bytes, far more than a grid writes "
+                             f"(at most {GRID_FILE_MAX:,}): not a grid's file")
+        with open(path, 'rb') as f:
+            lines += f.read().splitlines()
     for raw in filter(bytes.strip, lines):
         r = read_run(raw)
         key = r and (r['row'], r['seed'])
         if r is None:
-            why = 'damaged lines (half-written by a crash, or edited), their runs trained again'
+            why = 'damaged lines (half-written by a crash, or edited) left aside'
         elif key not in wanted:
             why = 'runs of rows or seeds not in this grid (another --seeds), left in the file'
         elif r['config'] != wanted[key]:
@@ -1433,58 +1504,67 @@ def saved_runs(path, wanted):
     return list(runs.values()), skipped, differ
 
 
-def settings_error(out, differ):
-    """The one line that refuses a --resume whose runs were trained with other settings, naming each."""
-    quick = ('--quick', 'no --quick')[differ.get('steps', (0,))[0] != GRID_QUICK['steps']]
+def settings_error(out, differ, given='--resume'):
+    """The one line that refuses to resume (--resume, or --out on a grid's folder) runs trained with other
+    settings, naming each."""
+    theirs_steps = differ.get('steps', (None,))[0]
+    quick = {GRID_QUICK['steps']: '--quick', GRID['steps']: 'no --quick'}.get(theirs_steps)
     names = []
     for k, (theirs, ours) in sorted(differ.items()):
         if 'layout' in differ and k in LAYOUT_DEFAULTS['shapes'] and k not in GRID:
             continue                                      # what the layout brings with it
-        if k in ('steps', 'eval_every', 'eval_n'):
+        if k in ('steps', 'eval_every', 'eval_n') and quick:
             names.append(f"{quick} (this grid: {'no --quick' if quick == '--quick' else '--quick'})")
         else:
             flag = '--' + k if k in ('layout', 'precision', 'device') else k
             names.append(f"{flag} {theirs} (this grid: {ours})")
-    return (f"--resume {out}: its runs were trained with {', '.join(dict.fromkeys(names))}; give the same "
+    return (f"{given} {out}: its runs were trained with {', '.join(dict.fromkeys(names))}; give the same "
             "settings to finish it, or another folder (its runs are kept as they are)")
 
 
-def grid_command(args, resume):
-    """The command that finishes this grid: every setting it was given, and --resume."""
+def grid_command(args, resume, shard=True):
+    """The command that finishes this grid (or this shard of it): every setting it was given, and --resume."""
     given = [('--quick', args.quick), (f'--seeds {args.seeds}', args.seeds),
+             ('--shard %d/%d' % (args.shard or (0, 0)), shard and args.shard),
              (f'--layout {args.layout}', args.layout != 'shapes'),
              (f'--device {args.device}', args.device != 'auto'),
              (f'--precision {args.precision}', args.precision != 'auto')]
     return ' '.join(['python unseen.py --grid', *[flag for flag, on in given if on], f'--resume {resume}'])
 
 
-def run_grid(base, seeds, out, workers, log=print):
+def run_grid(base, seeds, out, workers, log=print, shard=None, flag='--resume', quick=False):
     """Train every row with every seed, `workers` runs at a time. Returns (results in row order, the
     markdown table, the seed-0 standard model: the fine-tuning contrast starts from it). Each finished
     run is appended to out/grid_runs.jsonl at once (the standard model's weights to out/pretrained.pt),
-    and runs already there with the same configuration are not trained again: --resume."""
+    and runs already there with the same configuration are not trained again: --resume. With `shard`
+    (I, N): only every N-th run from the I-th, into a file of its own; returns (its results, None, None)."""
     jobs = [(label, replace(cfg, seed=seed), label == 'standard' and seed == seeds[0])
-            for label, cfg in grid_rows(base) for seed in seeds]
-    saved, weights_file = os.path.join(out, 'grid_runs.jsonl'), os.path.join(out, 'pretrained.pt')
+            for label, cfg in grid_rows(base, quick) for seed in seeds]
+    mine = jobs if shard is None else jobs[shard[0] - 1::shard[1]]
+    own = 'grid_runs.jsonl' if shard is None else 'grid_runs.shard-%d-of-%d.jsonl' % shard
+    saved = os.path.join(out, own)
+    weights_file = os.path.join(out, 'pretrained.pt')
     # --resume: keep the finished runs of these very configurations (the weights too, for the one kept)
     wanted = {(label, cfg.seed): json.loads(json.dumps(asdict(cfg))) for label, cfg, _ in jobs}
     if not os.path.isfile(saved):
         open(saved, 'w').close()         # there from the start, for --resume
-    results, skipped, differ = saved_runs(saved, wanted)
+    results, skipped, differ = saved_runs([saved] if shard else run_files(out), wanted)   # a shard: its own
     if differ:
-        raise ValueError(settings_error(out, differ))
-    kept_weights = next((label, cfg) for label, cfg, keep in jobs if keep)
+        raise ValueError(settings_error(out, differ, flag))
+    pretrained, kept = None, next(((label, cfg) for label, cfg, keep in mine if keep), None)  # (a shard's?)
     try:
-        pretrained = torch.load(weights_file)
-        make_model(kept_weights[1], pretrained)                      # of this very configuration
+        if kept:
+            pretrained = torch.load(weights_file)
+            make_model(kept[1], pretrained)                          # of this very configuration
     except Exception:   # none, damaged, or another model's: the run whose weights fine-tuning needs, again
-        if os.path.exists(weights_file) and any(r['row'] == kept_weights[0] for r in results):
+        if os.path.exists(weights_file) and any(r['row'] == kept[0] for r in results):
             skipped[f'{weights_file} unreadable or of another model: its run trained again'] = 1
-        results = [r for r in results if (r['row'], r['seed']) != (kept_weights[0], kept_weights[1].seed)]
+        results = [r for r in results if (r['row'], r['seed']) != (kept[0], kept[1].seed)]
     done_before = {(r['row'], r['seed']) for r in results}
-    todo = [(job,) for job in jobs if (job[0], job[1].seed) not in done_before]
+    todo = [(job,) for job in mine if (job[0], job[1].seed) not in done_before]
     if results or skipped:
-        log(f"resuming: {len(results)} of {len(jobs)} runs already in {saved}"
+        log(f"resuming: {len(mine) - len(todo)} of {len(mine)} runs already in "
+            f"{saved if shard else ', '.join(run_files(out))}"
             + ''.join(f"; {n} {why}" for why, n in skipped.items()))
     with open(saved, 'rb+') as f:        # a line half-written by a crash must not swallow the next one
         size = f.seek(0, os.SEEK_END)
@@ -1498,19 +1578,23 @@ def run_grid(base, seeds, out, workers, log=print):
         with open(saved, 'a') as f:
             f.write(json.dumps(result) + '\n')
         results.append(result)
-        done = len(results)
         new = results[len(done_before):]                 # trained in this call: the time estimate
-        left = sum(r['wall'] for r in new) / len(new) * (len(jobs) - done) / workers
+        done = len(mine) - len(todo) + len(new)
+        left = sum(r['wall'] for r in new) / len(new) * (len(mine) - done) / workers
         accs = ' '.join(f"{s} {acc_str(result, s)}" for s in logic_data.SCENARIOS)
-        log(f"[{done:2d}/{len(jobs)}] {result['row']:<40} seed {result['seed']} | {accs} | "
+        log(f"[{done:2d}/{len(mine)}] {result['row']:<40} seed {result['seed']} | {accs} | "
             f"cos unseen {cos_str(result['cos_unseen'])} | {result['wall']:4.0f} s | "
             f"about {left / 60:4.1f} min left")
+    if shard is not None:
+        return [r for r in results if (r['row'], r['seed']) in {(j[0], j[1].seed) for j in mine}], None, None
     order = {(label, cfg.seed): i for i, (label, cfg, _) in enumerate(jobs)}
     results.sort(key=lambda r: order[r['row'], r['seed']])
     cfg = next(cfg for label, cfg, keep in jobs if keep)
     model = make_model(cfg, pretrained)
     grid_plot(results, os.path.join(out, 'grid.png'), f'{len(seeds)} seed(s) per row, {base.steps} steps, '
-              f'{grid_problems(base)}, {base.n_symbols} training symbols unless named')
+              f'{grid_problems(base)},\n{base.n_symbols} training symbols unless named')
+    diversity_plot(results, os.path.join(out, 'diversity.png'), f'diversity: {len(seeds)} seed(s) per point, '
+                   f'{base.steps} steps, {grid_problems(base)}')
     return results, grid_table(results, base), (model, logic_data.Vocab(cfg.n_symbols), cfg)
 
 
@@ -1525,14 +1609,22 @@ def main_grid(args, argv):
                                                   ('' if base.layout == 'shapes' else '-' + base.layout))
     writable(out, '--resume' if args.resume else '--out')
     command = ' '.join(['python', 'unseen.py'] + (sys.argv[1:] if argv is None else argv))
-    rows = grid_rows(base)
+    rows = grid_rows(base, args.quick)
     workers = (os.cpu_count() or 1) if device == 'cpu' else 1
+    share = f"; shard {args.shard[0]} of {args.shard[1]}: every {args.shard[1]}-th run" if args.shard else ''
     print(f"grid: {len(rows)} configurations x {len(seeds)} seed(s), {base.steps} steps each "
           f"(--schedule {base.schedule}), {grid_problems(base)}, "
           f"{base.n_symbols} training symbols unless named, {device} in {base.precision}, {workers} run(s) "
-          f"at a time; writing to {out}")
+          f"at a time{share}; writing to {out}")
     try:
-        results, table, (model, vocab, cfg) = run_grid(base, seeds, out, workers)
+        results, table, trained = run_grid(base, seeds, out, workers, shard=args.shard,
+                                           flag='--resume' if args.resume else '--out', quick=args.quick)
+        if args.shard:   # its share only: the table waits for every shard
+            return print(f"\nshard {args.shard[0]} of {args.shard[1]} done: {len(results)} runs in "
+                         f"{out}/grid_runs.shard-{args.shard[0]}-of-{args.shard[1]}.jsonl. When every shard "
+                         "is done, gather their grid_runs*.jsonl and pretrained.pt in one folder and run: "
+                         f"{grid_command(args, 'FOLDER', shard=False)}")
+        model, vocab, cfg = trained
         ft_steps, ft_every = (GRID_FT_QUICK if args.quick else GRID_FT)
         print('\n' + table + '\n')
         print(f"fine-tuning contrast: the standard model (seed {seeds[0]}, its unseen rows at cosine "
@@ -1541,21 +1633,21 @@ def main_grid(args, argv):
         ft, ft_table = finetune_contrast(model, vocab, cfg, ft_steps, ft_every, workers,
                                          os.path.join(out, 'finetune.png'))
     except KeyboardInterrupt:
-        sys.exit(f"error: interrupted; the finished runs are kept in {out}/grid_runs.jsonl; to finish: "
+        sys.exit(f"error: interrupted; the finished runs are kept in {out}; to finish: "
                  f"{grid_command(args, out)}")
     except (ValueError, OSError, RuntimeError) as e:   # a resume refused, a file unreadable, a worker lost
         sys.exit(f"error: {e}")
     wall = time.time() - t0
-    with open(os.path.join(out, 'grid.md'), 'w') as f:
+    with whole(os.path.join(out, 'grid.md')) as part, open(part, 'w') as f:
         f.write(f"`{command}`: {len(seeds)} seed(s) per row, mean (min-max); {base.steps} steps, "
                 f"{grid_problems(base)}, {device} in {base.precision}; total wall {wall / 60:.1f} min\n\n"
-                f"{table}\n\nFine-tuning contrast (standard, seed {seeds[0]}, "
-                f"evaluated every {ft_every} steps):"
-                f"\n\n{ft_table}\n")
-    with open(os.path.join(out, 'grid.json'), 'w') as f:
+                f"{table}\n\nExact match with every name unseen at each evaluation (mean over seeds, %):\n\n"
+                f"{grid_curves(results)}\n\nFine-tuning contrast (standard, seed {seeds[0]}, "
+                f"evaluated every {ft_every} steps):\n\n{ft_table}\n")
+    with whole(os.path.join(out, 'grid.json')) as part, open(part, 'w') as f:
         json.dump(dict(command=command, results=results, finetune=ft, wall=wall), f, indent=1)
     print(f"\n{ft_table}\n\ntotal wall {wall / 60:.1f} min; "
-          f"wrote {out}/grid.md, grid.json, grid.png, finetune.png")
+          f"wrote {out}/grid.md, grid.json, grid.png, diversity.png, finetune.png")
 
 # -----------------------------------------------------------------------------
 # --grid, then: the fine-tuning contrast (the standard model fine-tuned on problems in its unseen names,
@@ -1589,7 +1681,8 @@ def finetune_small(model, vocab, cfg, rows, max_steps, eval_every, target=0.9):
     Returns (steps to target or None, history [(step, accuracy)])."""
     torch.manual_seed(cfg.seed)
     model = set_unseen_rows(copy.deepcopy(model).train(), vocab, rows)
-    ft = replace(cfg, freeze_emb=False, forget_every=0, curriculum=0, steps=max_steps, warmup=0)
+    ft = replace(cfg, freeze_emb=False, freeze_unused=False, forget_every=0, curriculum=0, steps=max_steps,
+                 warmup=0)
     optimizer = make_optimizer(model, ft)
     test = {'all': eval_sets(cfg, vocab)['all']}
     data = batches(random.Random(cfg.seed + 1), ft, vocab, names=vocab.unseen_names)
@@ -1754,6 +1847,8 @@ def parse_args(argv=None):
       '(keep N even: every prompt has an odd length, and the models read parity)')
     a('--emb-norm', type=float, default=d.emb_norm, help='mean row norm of the orthogonal (un)embeddings')
     a('--freeze-emb', action='store_true', help='orthogonal (un)embeddings, never updated')
+    a('--freeze-unused', action='store_true', help='freeze only the rows of tokens never a training target '
+      '(the unseen names, <pad>, the signs of prompts) and train the rest: the practitioner\'s question')
     a('--untie-emb', action='store_true',
       help='separate input embedding and unembedding (two matrices that start equal)')
     a('--forget-every', type=int, default=0, metavar='K', help='reset (un)embeddings every K steps')
@@ -1803,11 +1898,14 @@ def parse_args(argv=None):
       'with --ask, or a file with --problems')
     a('--grid', action='store_true', help="train every configuration of the paper's table (2 seeds each, on "
       'problems of every shape) and run the fine-tuning contrast; writes grid.md, grid.json, grid.png, '
-      'finetune.png (about 75 min on 2 CPU cores in bf16; the README gives the times)')
-    a('--quick', action='store_true', help='with --grid: one seed, fewer steps (about 11 min)')
+      'finetune.png, diversity.png (3-4 hours on 2 CPU cores in float32, from its runs\' times: spread it '
+      'with --shard; the README gives the times)')
+    a('--quick', action='store_true', help='with --grid: six rows, one seed, 1000 steps (about 10 min)')
     a('--seeds', type=int, default=None, help='with --grid: seeds per row (default 2, 1 with --quick)')
     a('--resume', metavar='DIR', help='with --grid: finish an interrupted grid in DIR (same --quick and '
-      '--seeds), training only the runs it does not have yet')
+      '--seeds), training only the runs it does not have yet; or write the table of shards gathered in DIR')
+    a('--shard', type=shard_arg, metavar='I/N', help='with --grid: train only every N-th run, from the I-th '
+      '(1 <= I <= N), into a file of its own: the grid spread over N machines or jobs')
     a('--bench', action='store_true',
       help='measure training-loop tokens/s for each speed lever (the switches pick the model)')
     args = p.parse_args(argv)
@@ -1815,12 +1913,20 @@ def parse_args(argv=None):
     return args
 
 
+def shard_arg(text):
+    """--shard I/N, as (I, N)."""
+    i, _, n = text.partition('/')
+    if not (i.isascii() and i.isdigit() and n.isascii() and n.isdigit() and 1 <= int(i) <= int(n) <= 1000):
+        raise argparse.ArgumentTypeError(f"{text!r}: give I/N with 1 <= I <= N <= 1000, e.g. 1/4")
+    return int(i), int(n)
+
+
 def check_args(p, args):
     """Every way the switches can contradict each other or measure nothing, each a one-line argparse error."""
     d, flag = Config(), lambda k: '--' + k.replace('_', '-')
     given = lambda names: [flag(k) for k in names if getattr(args, k) != p.get_default(k)]
-    on_grid = given(k for k in vars(args) if k not in ('grid', 'quick', 'seeds', 'resume', 'layout', 'device',
-                                                       'precision', 'out'))
+    on_grid = given(k for k in vars(args) if k not in ('grid', 'quick', 'seeds', 'resume', 'shard', 'layout',
+                                                       'device', 'precision', 'out'))
     on_bench = given(('unseen', 'steps', 'curriculum', 'eval_every', 'eval_n', 'precision', 'out', 'ask',
                       'ckpt'))
     on_ckpt = given(k for k in vars(args) if k not in ('ckpt', 'ask', 'problems', 'unseen', 'device', 'out'))
@@ -1830,12 +1936,13 @@ def check_args(p, args):
     problems = [
         (empty, f"{' '.join(empty)}: an empty path (give a file or folder name)"),
         (args.grid and on_grid, f"--grid trains its own configurations; it cannot take {' '.join(on_grid)} "
-                                "(only --quick, --seeds, --resume, --layout, --device, --precision, --out)"),
+                                "(only --quick, --seeds, --resume, --shard, --layout, --device, --precision, "
+                                "--out)"),
         (args.bench and on_bench, '--bench times every precision for a fixed number of steps and writes '
                                   f"nothing; it cannot take {' '.join(on_bench)}"),
-        ((args.quick or args.seeds is not None or args.resume) and not args.grid,
-         '--quick, --seeds and --resume go with --grid'),
-        (args.resume and not os.path.isfile(os.path.join(args.resume, 'grid_runs.jsonl')),
+        ((args.quick or args.seeds is not None or args.resume or args.shard) and not args.grid,
+         '--quick, --seeds, --resume and --shard go with --grid'),
+        (args.resume and not (os.path.isdir(args.resume) and run_files(args.resume)),
          f'--resume {args.resume}: no grid_runs.jsonl there (not a grid folder)'),
         (args.resume and args.out and args.out != args.resume,
          '--resume DIR writes into DIR; leave out --out'),
@@ -1851,6 +1958,9 @@ def check_args(p, args):
         (True, config_error(args)),
         (args.freeze_emb and args.forget_every,
          '--freeze-emb and --forget-every contradict each other: frozen embeddings are never reset'),
+        (args.freeze_unused and (args.freeze_emb or args.forget_every),
+         '--freeze-unused freezes some rows; it cannot go with '
+         + ('--freeze-emb' if args.freeze_emb else '--forget-every') + ' (which acts on all of them)'),
         (args.copy_form != d.copy_form and not args.copy_attn, '--copy-form goes with --copy-attn'),
         (args.broken != d.broken and args.layout == 'template',
          '--broken goes with --layout shapes (the one layout has no broken paths)'),
@@ -1914,15 +2024,15 @@ def config_error(c):
     if bad:
         return bad
     # the caps above hold one by one; these hold what they are for: the model's size, and the memory of one
-    # evaluation (every test problem of a scenario in one batch: its attention scores and target logits)
+    # evaluation (a scenario's test problems, at most 1000 at a time (target_preds): attention scores, logits)
     longest = Config.longest_problems(c)
     T, targets = longest.max_tokens(), longest.limits()['chain'] + 2     # per problem: chain, answer, <eos>
-    V, C = c.n_symbols + len(logic_data.SPECIALS) + logic_data.N_UNSEEN, c.n_embd
+    V, C = len(logic_data.Vocab(c.n_symbols)), c.n_embd
     params = number('n_layer') * 12 * C * C + V * C
     if params > 200e6:
         return (f"--n-layer {number('n_layer')} --n-embd {C}: {params / 1e6:.0f}M parameters, at most 200M "
                 '(this is a small-model demo)')
-    memory = number('eval_n') * (T * (c.n_head * T + 4 * C) + targets * V) * 4
+    memory = min(number('eval_n'), 1000) * (T * (c.n_head * T + 4 * C) + targets * V) * 4
     if memory > 8e9:
         return (f'--eval-n {number("eval_n")} with problems of up to {T} tokens: one evaluation would hold '
                 f'{memory / 1e9:.0f} GB; use a smaller --eval-n')
