@@ -1688,12 +1688,19 @@ def test_fine_tuning_trains_the_unfrozen_embeddings_on_unseen_names_only(monkeyp
     assert steps == 0
 
 
-def test_grid_writes_table_figure_and_fine_tuning_contrast_and_resumes(tmp_path, monkeypatch, capsys):
+@pytest.fixture
+def tiny_grid(monkeypatch):
+    """The grid shrunk to seconds: tiny runs, one smaller pool, a short fine-tuning contrast."""
     tiny = dict(n_symbols=40, max_depth=2, steps=4, eval_every=4, eval_n=10, n_layer=1, n_embd=32,
                 batch_size=8)
     monkeypatch.setattr(U, 'GRID', tiny)
     monkeypatch.setattr(U, 'GRID_POOLS', (20,))
     monkeypatch.setattr(U, 'GRID_FT', (4, 2))
+    return tiny
+
+
+def test_grid_writes_table_figure_and_fine_tuning_contrast_and_resumes(tmp_path, tiny_grid, capsys):
+    tiny = tiny_grid
     U.main(['--grid', '--out', str(tmp_path), '--precision', 'fp32'])
     table = (tmp_path / 'grid.md').read_text()
     rows = [line for line in table.splitlines() if line.startswith('| ') and '---' not in line]
@@ -1747,12 +1754,8 @@ def test_grid_writes_table_figure_and_fine_tuning_contrast_and_resumes(tmp_path,
     assert now.startswith(left + '\n') and len(now.splitlines()) == len(left.splitlines()) + retrained
 
 
-def test_two_shards_gathered_give_the_runs_and_table_of_one_whole_grid(tmp_path, monkeypatch, capsys):
-    tiny = dict(n_symbols=40, max_depth=2, steps=3, eval_every=3, eval_n=10, n_layer=1, n_embd=32,
-                batch_size=8)
-    monkeypatch.setattr(U, 'GRID', tiny)
-    monkeypatch.setattr(U, 'GRID_POOLS', (20,))
-    monkeypatch.setattr(U, 'GRID_FT', (2, 2))
+def test_two_shards_gathered_give_the_runs_and_table_of_one_whole_grid(tmp_path, tiny_grid, capsys):
+    tiny = tiny_grid
     whole, shards = tmp_path / 'whole', tmp_path / 'shards'
     U.main(['--grid', '--out', str(whole), '--precision', 'fp32'])
     for i in (1, 2):    # two machines, one folder each; their files gathered in one
