@@ -1537,18 +1537,18 @@ def test_a_finished_run_is_never_lost_nor_replaced(tmp_path, monkeypatch):
     assert cfg.steps == 3 and [f.name for f in out.iterdir()] == ['ckpt.pt']
 
 
-def test_closed_output_gets_one_line():
+def test_closed_output_gets_one_line(tmp_path):
     """Started with its output closed (`>&-`), or piped into `head` that ends: one line, exit 1."""
     for script in ('unseen.py', 'logic_data.py'):
         r = subprocess.run(['bash', '-c', f'{sys.executable} {script} --help >&-'], capture_output=True,
                            text=True, timeout=60)
         assert r.returncode == 1 and r.stderr.strip().splitlines()[-1].startswith('error: no standard output')
     command = (f'set -o pipefail; {sys.executable} unseen.py --steps 100000 --eval-every 1 --eval-n 5 '
-               '--n-embd 32 --n-layer 1 --out runs-closed | head -1')
+               f'--n-embd 32 --n-layer 1 --out {tmp_path}/closed | head -1')
     r = subprocess.run(['bash', '-c', command], capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and r.stdout.startswith('model: ') and r.stderr.strip().splitlines() == [
         'error: the output was closed (a pipe such as | head ended); nothing was saved']
-    assert not os.path.exists('runs-closed')
+    assert not (tmp_path / 'closed').exists()                # the folder it made, removed
 
 
 def test_main_writes_checkpoint_plot_and_verdict(tmp_path):
