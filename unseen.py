@@ -698,9 +698,9 @@ def main(argv=None):
     if args.bench:
         return print(f"training-loop throughput, {run_name(cfg)}, on {cfg.device}\n\n{bench(cfg)}")
     out, created = output_folder(args.out, cfg)
-    print(plan(cfg, out))
     t0, predictions = time.time(), {}
     try:
+        print(plan(cfg, out))                        # (a reader gone already: stopped says so too)
         model, vocab, history = train(cfg, predictions=predictions)
     except (FloatingPointError, KeyboardInterrupt, BrokenPipeError) as e:   # one line; no empty run folder
         stopped(e, out, created)
