@@ -1291,8 +1291,7 @@ def in_workers(fn, jobs, workers):
 # 1000 steps. Every row differs from the first only in the paper's switches (grid_rows).
 GRID = dict(n_symbols=5000, max_depth=2, n_layer=4, steps=3000, eval_every=500, eval_n=500)
 GRID_QUICK = dict(n_symbols=5000, max_depth=2, n_layer=4, steps=1000, eval_every=500, eval_n=300)
-GRID_FORGET_EVERY = 100                          # resets that never stop: every K steps
-GRID_FORGET_BRIEF = 100                          # temporary forgetting: every K steps, until halfway
+GRID_FORGET_EVERY = 100                          # resets every K steps: all through, or until halfway
 GRID_POOLS = (250, 500, 1000, 2000)              # smaller training pools than GRID's: the diversity curve
 GRID_FILE_MAX = 64 << 20                         # grid_runs.jsonl: far beyond what a grid writes
 GRID_FT = (1500, 50)                             # fine-tuning: most steps, evaluate every
@@ -1302,20 +1301,20 @@ GRID_FT_QUICK = (300, 50)                        # (--quick)
 def grid_rows(base, quick=False):
     """(label, config) for every row of the table; `quick`: six of them, for a class (--quick)."""
     c = lambda **kw: replace(base, **kw)
-    K, brief, N = GRID_FORGET_EVERY, GRID_FORGET_BRIEF, base.steps // 2
+    K, N = GRID_FORGET_EVERY, base.steps // 2
     copy_attn, pointer = dict(copy_attn=True), dict(copy_attn=True, copy_form='pointer')
     rows = [c(), c(identity=False),                                  # what the identity terms buy
             c(**copy_attn), c(**pointer),                            # copy attention alone, both forms
             c(freeze_emb=True), c(freeze_emb=True, **copy_attn),     # frozen (un)embeddings
             c(freeze_unused=True),                                   # only the never-target rows frozen
             c(forget_every=K), c(forget_every=K, **copy_attn),       # resets all through training
-            c(forget_every=brief, forget_until=N),                   # temporary forgetting
-            c(forget_every=brief, forget_until=N, **pointer),
+            c(forget_every=K, forget_until=N),                       # temporary forgetting
+            c(forget_every=K, forget_until=N, **pointer),
             c(tie_emb=False)]
     if quick:   # the collapse, the paper's fixes, the practitioner's row
-        return [(run_name(r), r) for r in rows if r in (c(), c(**copy_attn), c(freeze_emb=True),
-                                                        c(freeze_emb=True, **copy_attn), c(freeze_unused=True),
-                                                        c(forget_every=K))]
+        rows = [c(), c(**copy_attn), c(freeze_emb=True), c(freeze_emb=True, **copy_attn),
+                c(freeze_unused=True), c(forget_every=K)]
+        return [(run_name(r), r) for r in rows]
     pools = [(f'{run_name(r)}, {n} symbols', replace(r, n_symbols=n))       # diversity: fewer training names
              for n in GRID_POOLS for r in (c(), c(freeze_emb=True))]
     return [(run_name(r), r) for r in rows] + pools
