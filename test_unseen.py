@@ -1611,6 +1611,9 @@ def test_precision_auto_only_picks_bf16_where_it_is_fast(monkeypatch):
         monkeypatch.setattr(torch.cpu, '_is_avx512_bf16_supported', lambda: avx512_bf16, raising=False)
         monkeypatch.setattr(torch.cpu, '_is_amx_tile_supported', lambda: amx, raising=False)
         assert U.pick_precision('auto', 'cpu') == want
+        # the command line resolves 'auto'; a Config holds what it runs on and probes nothing itself
+        assert U.config_from_args(U.parse_args([])).precision == want
+        assert (U.Config().device, U.Config().precision) == ('cpu', 'fp32')
 
 
 def test_grid_has_every_row_the_paper_table_needs():

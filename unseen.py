@@ -92,17 +92,15 @@ class Config:
     eval_every: int = 500
     eval_n: int = 500          # test problems per scenario
     seed: int = 0
-    device: str = 'auto'       # auto: cuda if there is one, else cpu (pick_device)
-    precision: str = 'auto'    # 'bf16': matrix products in bfloat16 under autocast (pick_precision)
+    device: str = 'cpu'        # the command line's --device auto picks one (pick_device)
+    precision: str = 'fp32'    # 'bf16': matrix products in bfloat16 under autocast (pick_precision)
 
-    def __post_init__(self):   # defaults by layout, and 'auto' resolved: for the command line and code alike
+    def __post_init__(self):   # the defaults by layout: for the command line and code alike
         for k, v in LAYOUT_DEFAULTS[self.layout].items():
             if getattr(self, k) is None:
                 setattr(self, k, v)
         if self.positions != 'learned':   # nothing to shift (the command line refuses --shift with them)
             self.shift = 0
-        self.device = pick_device(self.device)
-        self.precision = pick_precision(self.precision, self.device)
 
     def gen_config(self, step=None):
         """The generator's settings: of the test problems, or (with `step`) of the training problems then.
@@ -1599,8 +1597,7 @@ def run_grid(base, seeds, out, workers, log=print, shard=None, flag='--resume', 
 
 def main_grid(args, argv):
     t0 = time.time()
-    base = Config(**(GRID_QUICK if args.quick else GRID), layout=args.layout, device=args.device,
-                  precision=args.precision)
+    base = Config(**(GRID_QUICK if args.quick else GRID), layout=args.layout, **hardware(args))
     device = base.device
     seeds = list(range(args.seeds or (1 if args.quick else 2)))
     out = args.resume or args.out or os.path.join('runs', time.strftime('%Y%m%d-%H%M%S_') +
@@ -1815,9 +1812,16 @@ def pick_precision(name, device):
     return 'fp32'
 
 
+def hardware(args):
+    """--device and --precision, 'auto' resolved on this machine (a Config holds only what it runs on)."""
+    device = pick_device(args.device)
+    return dict(device=device, precision=pick_precision(args.precision, device))
+
+
 def config_from_args(args):
     names = {f.name for f in fields(Config)}
-    return Config(**{k: v for k, v in vars(args).items() if k in names}, tie_emb=not args.untie_emb)
+    return Config(**{**{k: v for k, v in vars(args).items() if k in names}, **hardware(args)},
+                  tie_emb=not args.untie_emb)
 
 
 def parse_args(argv=None):
