@@ -31,9 +31,9 @@ import unseen as U
 # measured without it
 # (and its training as first measured: AdamW alone at 2e-3, the last quarter decayed, no broken paths, rules
 # of one premise)
-TINY = U.Config(n_symbols=40, n_layer=2, n_head=2, n_embd=32, batch_size=32, steps=40, warmup=5,
-                eval_every=1000, eval_n=50, max_depth=2, curriculum=0, precision='fp32', shift=0,
-                optimizer='adamw', lr=2e-3, decay=0.25, broken=0.0, max_premises=1)
+TINY = U.Config(**dict(U.LAYOUT_DEFAULTS['template'],   # the one layout's AdamW recipe, on every shape
+                       n_symbols=40, n_layer=2, n_head=2, n_embd=32, batch_size=32, steps=40, warmup=5,
+                       eval_every=1000, eval_n=50, max_depth=2, curriculum=0, broken=0.0))
 
 
 def run(script, *args):

@@ -1095,10 +1095,10 @@ def load_checkpoint(path, device='cpu'):
     must be finite; anything else is a ValueError naming the file."""
     try:
         ck = torch.load(path, map_location=device)
-        # a checkpoint from before problems of every shape was trained on the one layout
-        cfg = Config(**{'layout': 'template', 'shape_curriculum': False, 'shift': 0, 'optimizer': 'adamw',
-                        'decay': 0.25, 'broken': 0.0, 'max_premises': 1, **ck['config'], 'device': device})
-        # (the defaults of checkpoints from before those switches)
+        # a checkpoint from before problems of every shape trained on the one layout, with its defaults
+        # (and no broken paths, no shape curriculum): what a key it lacks meant then
+        cfg = Config(**{**LAYOUT_DEFAULTS['template'], 'layout': 'template', 'shape_curriculum': False,
+                        'broken': 0.0, **ck['config'], 'device': device})
         error = config_error(cfg)
         if error is None:
             # (a checkpoint from before the copy layer's rename: copy.gain is now copy_attn.beta)
