@@ -1551,6 +1551,17 @@ def test_closed_output_gets_one_line(tmp_path):
     assert not (tmp_path / 'closed').exists()                # the folder it made, removed
 
 
+def test_ctrl_c_while_torch_loads_gets_one_line(tmp_path):
+    """A Ctrl-C in the second or two that `import torch` takes: the one line, no traceback. A stand-in
+    torch, first on the path, is interrupted as it loads."""
+    (tmp_path / 'torch').mkdir()
+    (tmp_path / 'torch' / '__init__.py').write_text('raise KeyboardInterrupt\n')
+    for script in ('unseen.py', 'theory_demo.py'):
+        r = subprocess.run([sys.executable, script, '--help'], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, PYTHONPATH=str(tmp_path)))
+        assert (r.returncode, r.stderr) == (1, 'error: interrupted\n'), script
+
+
 def test_main_writes_checkpoint_plot_and_verdict(tmp_path):
     r = run('unseen.py', '--unseen', 'query', '--copy-attn', '--steps', '20', '--eval-every', '10',
             '--eval-n', '20', '--n-embd', '32', '--n-layer', '1', '--out', str(tmp_path))

@@ -53,13 +53,16 @@ import sys
 import time
 import unicodedata
 
-import numpy as np
-import torch
-import torch.nn as nn
-from torch.nn import functional as F
+try:            # Ctrl-C while torch loads (a second or two) gets the one line everything else gets
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    from torch.nn import functional as F
 
-import logic_data as L
-import unseen   # pyplot, savefig, mean_pairwise_cosine, writable; for Part 3 pad_batch and exact_match
+    import logic_data as L
+    import unseen   # pyplot, savefig, mean_pairwise_cosine, writable; for Part 3 pad_batch and exact_match
+except KeyboardInterrupt:
+    sys.exit('error: interrupted')
 
 # -----------------------------------------------------------------------------
 # Part 1: the lemma

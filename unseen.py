@@ -9,10 +9,9 @@ in training, and on problem shapes it never trained on. The demo (2 cores, alone
     python unseen.py --unseen all --freeze-emb
 
 Why the standard model fails (the paper's "unembedding collapse", Lemma 4.1, theory_demo.py): the output
-rows of tokens that are never a training target all get the same kind of update. Softmax pushes their
-logits down; under GD or SGD weight decay contracts their differences (the lemma's route), and AdamW's
-normalised step moves them all alike even without weight decay. They end near one shared vector, and
-with tied embeddings the unseen tokens then look alike on the input side too.
+rows of tokens never a training target all get the same update. Softmax pushes their logits down; weight
+decay contracts their differences under GD or SGD (the lemma), AdamW's normalised step moves them alike even
+without it. They end near one shared vector; with tied embeddings the unseen names look alike as inputs too.
 
 Read it top to bottom, to main(), as the paper's argument: config, the model (nanoGPT, identity terms, copy
 attention), the switches on the (un)embeddings, optimiser and schedule, data, evaluation, the training loop,
@@ -36,9 +35,12 @@ import sys
 import time
 from dataclasses import dataclass, asdict, fields, replace
 
-import torch
-import torch.nn as nn
-from torch.nn import functional as F
+try:            # Ctrl-C while torch loads (a second or two) gets the one line everything else gets
+    import torch
+    import torch.nn as nn
+    from torch.nn import functional as F
+except KeyboardInterrupt:
+    sys.exit('error: interrupted')
 
 import logic_data
 
