@@ -1503,9 +1503,9 @@ def saved_runs(paths, wanted):
     return list(runs.values()), skipped, differ
 
 
-def settings_error(out, differ, given='--resume'):
-    """The one line that refuses to resume (--resume, or --out on a grid's folder) runs trained with other
-    settings, naming each."""
+def settings_error(out, differ, flag='--resume'):
+    """The one line that refuses to resume (`flag`: --resume, or --out on a grid's folder) runs trained with
+    other settings, naming each."""
     theirs_steps = differ.get('steps', (None,))[0]
     quick = {GRID_QUICK['steps']: '--quick', GRID['steps']: 'no --quick'}.get(theirs_steps)
     names = []
@@ -1515,9 +1515,9 @@ def settings_error(out, differ, given='--resume'):
         if k in ('steps', 'eval_every', 'eval_n') and quick:
             names.append(f"{quick} (this grid: {'no --quick' if quick == '--quick' else '--quick'})")
         else:
-            flag = '--' + k if k in ('layout', 'precision', 'device') else k
-            names.append(f"{flag} {theirs} (this grid: {ours})")
-    return (f"{given} {out}: its runs were trained with {', '.join(dict.fromkeys(names))}; give the same "
+            name = '--' + k if k in ('layout', 'precision', 'device') else k
+            names.append(f"{name} {theirs} (this grid: {ours})")
+    return (f"{flag} {out}: its runs were trained with {', '.join(dict.fromkeys(names))}; give the same "
             "settings to finish it, or another folder (its runs are kept as they are)")
 
 
