@@ -1793,6 +1793,18 @@ def test_two_shards_gathered_give_the_runs_and_table_of_one_whole_grid(tmp_path,
     assert strip((shards / 'grid.md').read_text()) == strip((whole / 'grid.md').read_text())
 
 
+def test_a_grid_of_one_seed_takes_a_second_with_resume(tmp_path, tiny_grid, capsys):
+    """Seeds can come later: --resume with more seeds trains only the new seed's runs, the first kept."""
+    U.main(['--grid', '--seeds', '1', '--out', str(tmp_path), '--precision', 'fp32'])
+    first = (tmp_path / 'grid_runs.jsonl').read_text().splitlines()
+    n = len(first)
+    U.main(['--grid', '--seeds', '2', '--resume', str(tmp_path), '--precision', 'fp32'])
+    assert f'resuming: {n} of {2 * n} runs already in' in capsys.readouterr().out
+    lines = (tmp_path / 'grid_runs.jsonl').read_text().splitlines()
+    assert lines[:n] == first and [json.loads(line)['seed'] for line in lines[n:]] == [1] * n
+    assert ': 2 seed(s) per row' in (tmp_path / 'grid.md').read_text()
+
+
 def test_grid_on_the_one_layout_with_layout_template(tmp_path, monkeypatch):
     monkeypatch.setattr(U, 'GRID', dict(U.GRID, n_symbols=40, steps=2, eval_every=2, eval_n=10, n_embd=32))
     monkeypatch.setattr(U, 'GRID_POOLS', (20,))
