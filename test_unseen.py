@@ -1184,6 +1184,31 @@ def readme_table(marker):
     return rows
 
 
+def md_table(lines):
+    """The header and rows (lists of cells) of the first markdown table in `lines`."""
+    start = next(i for i, line in enumerate(lines) if line.startswith('|'))
+    cells = lambda line: [c.strip().replace('**', '') for c in line.strip().strip('|').split('|')]
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith('|'):
+            break
+        rows.append(cells(line))
+    return cells(lines[start]), rows
+
+
+def test_the_readmes_grid_table_is_the_grid_it_ships():
+    """Every cell of the README's grid table is the cell of its row and column in docs/grid.md, the file
+    `python unseen.py --grid` wrote for the shipped figures: each figure from the grid's own table."""
+    text = open('README.md').read()
+    ours, readme = md_table(text[text.index('<!-- table: grid -->'):].split('\n'))
+    theirs, grid = md_table(open('docs/grid.md').read().split('\n'))
+    assert len(readme) >= 12 and ours[0] == theirs[0]
+    by_label = {row[0]: row for row in grid}
+    for row in readme:
+        shipped = by_label[row[0]]
+        assert [cell for name, cell in zip(ours, row)] == [shipped[theirs.index(name)] for name in ours]
+
+
 def test_shipped_checkpoints_reproduce_the_readmes_two_rows():
     """The README's table of the demo's two runs, re-measured from the shipped checkpoints: each scenario's
     exact match, the held-out shapes and the arbitrary problems in both kinds of names, the unseen-row

@@ -1388,10 +1388,11 @@ def diversity_plot(results, path, title):
             sum(r['config']['n_symbols'] == n for r in runs)
         acc.plot(pools, [100 * mean('all', n) for n in pools], 'o-', label=name)
         cos.plot(pools, [mean('cos_unseen', n) for n in pools], 'o-', label=name)
-    acc.set(xscale='log', xlabel='training names (pool size)', ylabel='exact match, every name unseen (%)',
-            ylim=(0, 100))
-    cos.set(xscale='log', xlabel='training names (pool size)', ylabel='unseen rows: mean pairwise cosine',
-            ylim=(-0.05, 1.05))
+    acc.set(ylabel='exact match, every name unseen (%)', ylim=(0, 100))
+    cos.set(ylabel='unseen rows: mean pairwise cosine', ylim=(-0.05, 1.05))
+    for ax in (acc, cos):    # the pool sizes themselves on a log axis, no minor ticks
+        ax.set(xscale='log', xlabel='training names (pool size)', xticks=pools, xticklabels=pools)
+        ax.minorticks_off()
     acc.legend()
     fig.suptitle(title)
     fig.tight_layout()
