@@ -134,6 +134,7 @@ class Config:
         return self.longest_problems().max_tokens()
 
 POSITIONS = ('learned', 'randomised', 'rotary', 'none')
+EVAL_CHUNK = 1000   # test problems per forward pass: the memory of an evaluation (config_error sizes it)
 # what each layout needs. Problems of every shape take six layers, more and larger batches, Muon, rules
 # of two premises, and --shift 2: training from rows 0 and 2 at random and testing from row 2 puts even the
 # shortest test problem's answer where training has put some. The one layout needs none of it.
@@ -490,9 +491,9 @@ def held_out_sets(sets):
 
 
 @torch.no_grad()
-def target_preds(model, x, y, chunk=1000):
+def target_preds(model, x, y, chunk=EVAL_CHUNK):
     """(B, T): teacher-forced, the argmax given the correct prefix at each target position (-1 on the
-    prompt, which has no target: there it equals y); `chunk` problems at a time (memory)."""
+    prompt, which has no target: there it equals y); `chunk` problems at a time."""
     pred = torch.full_like(y, -1)
     for i in range(0, len(x), chunk):
         logits, _ = model(x[i:i + chunk], y[i:i + chunk])   # (N, V): at the N target positions only (fast)
@@ -500,12 +501,11 @@ def target_preds(model, x, y, chunk=1000):
     return pred
 
 
-def exact_match(model, x, y):
-    """Per problem: is the whole chain + answer + <eos> right under greedy decoding?
-    Computed teacher-forced, in one forward pass: greedy decoding reproduces the target iff at every
-    target position the argmax given the *correct* prefix is the target token (induction over the
-    positions), which is exactly the teacher-forced argmax. test_unseen.py checks this against `generate`."""
-    return (target_preds(model, x, y) == y).all(dim=1)
+def exact_match(model, x, y, chunk=EVAL_CHUNK):
+    """Per problem: is the whole chain + answer + <eos> right under greedy decoding? Computed teacher-forced:
+    greedy decoding reproduces the target iff at every target position the argmax given the *correct* prefix
+    is the target token (induction over the positions). test_unseen.py checks this against `generate`."""
+    return (target_preds(model, x, y, chunk) == y).all(dim=1)
 
 
 @torch.no_grad()
@@ -1391,6 +1391,7 @@ def diversity_plot(results, path, title):
         cos.plot(pools, [mean('cos_unseen', n) for n in pools], 'o-', label=name)
     acc.set(ylabel='exact match, every name unseen (%)', ylim=(0, 100))
     cos.set(ylabel='unseen rows: mean pairwise cosine', ylim=(-0.05, 1.05))
+    pools = sorted({r['config']['n_symbols'] for r in results})
     for ax in (acc, cos):    # the pool sizes themselves on a log axis, no minor ticks
         ax.set(xscale='log', xlabel='training names (pool size)', xticks=pools, xticklabels=pools)
         ax.minorticks_off()
@@ -1587,7 +1588,8 @@ def run_grid(base, seeds, out, workers, log=print, shard=None, flag='--resume', 
             f"cos unseen {cos_str(result['cos_unseen'])} | {result['wall']:4.0f} s | "
             f"about {left / 60:4.1f} min left")
     if shard is not None:
-        return [r for r in results if (r['row'], r['seed']) in {(j[0], j[1].seed) for j in mine}], None, None
+        ours = {(label, cfg.seed) for label, cfg, _ in mine}
+        return [r for r in results if (r['row'], r['seed']) in ours], None, None
     order = {(label, cfg.seed): i for i, (label, cfg, _) in enumerate(jobs)}
     results.sort(key=lambda r: order[r['row'], r['seed']])
     cfg = next(cfg for label, cfg, keep in jobs if keep)
@@ -1932,8 +1934,8 @@ def check_args(p, args):
     """Every way the switches can contradict each other or measure nothing, each a one-line argparse error."""
     d, flag = Config(), lambda k: '--' + k.replace('_', '-')
     given = lambda names: [flag(k) for k in names if getattr(args, k) != p.get_default(k)]
-    on_grid = given(k for k in vars(args) if k not in ('grid', 'quick', 'seeds', 'resume', 'shard', 'layout',
-                                                       'device', 'precision', 'out'))
+    grid_flags = ('quick', 'seeds', 'resume', 'shard', 'layout', 'device', 'precision', 'out')
+    on_grid = given(k for k in vars(args) if k not in ('grid', *grid_flags))
     on_bench = given(('unseen', 'steps', 'curriculum', 'eval_every', 'eval_n', 'precision', 'out', 'ask',
                       'ckpt'))
     on_ckpt = given(k for k in vars(args) if k not in ('ckpt', 'ask', 'problems', 'unseen', 'device', 'out'))
@@ -1943,8 +1945,7 @@ def check_args(p, args):
     problems = [
         (empty, f"{' '.join(empty)}: an empty path (give a file or folder name)"),
         (args.grid and on_grid, f"--grid trains its own configurations; it cannot take {' '.join(on_grid)} "
-                                "(only --quick, --seeds, --resume, --shard, --layout, --device, --precision, "
-                                "--out)"),
+                                f"(only {', '.join(map(flag, grid_flags))})"),
         (args.bench and on_bench, '--bench times every precision for a fixed number of steps and writes '
                                   f"nothing; it cannot take {' '.join(on_bench)}"),
         ((args.quick or args.seeds is not None or args.resume or args.shard) and not args.grid,
@@ -2031,7 +2032,7 @@ def config_error(c):
     if bad:
         return bad
     # the caps above hold one by one; these hold what they are for: the model's size, and the memory of one
-    # evaluation (a scenario's test problems, at most 1000 at a time (target_preds): attention scores, logits)
+    # evaluation (a scenario's test problems, EVAL_CHUNK at a time: attention scores, logits)
     longest = Config.longest_problems(c)
     T, targets = longest.max_tokens(), longest.limits()['chain'] + 2     # per problem: chain, answer, <eos>
     V, C = len(logic_data.Vocab(c.n_symbols)), c.n_embd
@@ -2039,7 +2040,7 @@ def config_error(c):
     if params > 200e6:
         return (f"--n-layer {number('n_layer')} --n-embd {C}: {params / 1e6:.0f}M parameters, at most 200M "
                 '(this is a small-model demo)')
-    memory = min(number('eval_n'), 1000) * (T * (c.n_head * T + 4 * C) + targets * V) * 4
+    memory = min(number('eval_n'), EVAL_CHUNK) * (T * (c.n_head * T + 4 * C) + targets * V) * 4
     if memory > 8e9:
         return (f'--eval-n {number("eval_n")} with problems of up to {T} tokens: one evaluation would hold '
                 f'{memory / 1e9:.0f} GB; use a smaller --eval-n')
