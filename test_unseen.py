@@ -1727,6 +1727,16 @@ def test_fine_tuning_trains_the_unfrozen_embeddings_on_unseen_names_only(monkeyp
     assert steps == 0
 
 
+def test_grid_curves_average_each_evaluation_over_the_seeds():
+    """grid.md's second table: a row per configuration, a column per evaluation, the mean over its seeds of
+    the exact match with every name unseen (a run that skipped an evaluation leaves '-')."""
+    results = [dict(row='a', seed=0, curve=[[0, 0.1, 0.9], [500, 0.3, 0.5]]),
+               dict(row='a', seed=1, curve=[[0, 0.2, 0.8], [500, 0.5, 0.4]]),
+               dict(row='b', seed=0, curve=[[0, 0.0, 1.0]])]
+    assert U.grid_curves(results).splitlines() == ['| configuration | step 0 | step 500 |', '|---|---|---|',
+                                                   '| a | 15.0 | 40.0 |', '| b | 0.0 | - |']
+
+
 @pytest.fixture
 def tiny_grid(monkeypatch):
     """The grid shrunk to seconds: tiny runs, one smaller pool, a short fine-tuning contrast."""
@@ -1762,8 +1772,7 @@ def test_grid_writes_table_figure_and_fine_tuning_contrast_and_resumes(tmp_path,
     assert data['command'] == f'python unseen.py --grid --out {tmp_path} --precision fp32'
     assert (tmp_path / 'grid.png').stat().st_size > 10_000 and (tmp_path / 'finetune.png').is_file()
     assert (tmp_path / 'diversity.png').stat().st_size > 10_000
-    curve = lambda row: [100 * sum(r['curve'][-1][1] for r in data['results'] if r['row'] == row) / 2]
-    assert rows[n_rows + 2].startswith(f"| standard | {curve('standard')[0]:.1f} |")   # the last evaluation's
+    assert f"| configuration | step 0 | step {tiny['steps']} |" in table      # the curves: every evaluation
     # an interrupted grid keeps what it finished, and --resume trains only the rest, to the same table
     strip = lambda md: [line.rsplit('|', 2)[0] for line in md.split('Fine-tuning')[0].splitlines()[1:]]
     lines = (tmp_path / 'grid_runs.jsonl').read_text().splitlines()
