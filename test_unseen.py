@@ -658,30 +658,30 @@ def test_muon_takes_the_blocks_matrices_and_the_embeddings_keep_adamw_with_decay
 def test_a_short_run_decays_after_its_warmup_as_its_plan_says(tmp_path):
     """A 120-step run: the decay starts where the 100-step warmup ends, not at step 72 inside it."""
     cfg = replace(U.Config(), steps=120)
-    assert U.decay_start(cfg) == 100 and U.get_lr(cfg, 99) == pytest.approx(cfg.lr)
+    assert U.decay_start(cfg) == 100 and U.lr_factor(cfg, 99) == 1.0
     assert 'the full rate until step 100, then linearly down to a tenth' in U.plan(cfg, 'out')
     assert U.decay_start(U.Config()) == 4500                                  # the demo's: as before
 
 
 def test_lr_warms_up_then_decays_to_its_floor():
-    """cosine: decays from the end of the warmup on; wsd (the default): holds the full rate, then decays
-    linearly over the last --decay of the steps (TINY's quarter); both end at --lr-floor of the full rate
-    (here a tenth)."""
+    """The schedule's share of the full rate. cosine: decays from the end of the warmup on; wsd (the
+    default): holds the full rate, then decays linearly over the last --decay of the steps (TINY's quarter);
+    both end at --lr-floor of the full rate (here a tenth)."""
     cfg = replace(TINY, lr=1e-2, warmup=10, steps=110, schedule='cosine')
-    lrs = [U.get_lr(cfg, s) for s in range(cfg.steps)]
-    assert lrs[0] == pytest.approx(1e-3) and lrs[9] == pytest.approx(1e-2)      # linear warm-up
-    assert lrs[10] == pytest.approx(1e-2) and lrs[60] == pytest.approx(0.55e-2)  # cosine: half-way
+    lrs = [U.lr_factor(cfg, s) for s in range(cfg.steps)]
+    assert lrs[0] == pytest.approx(0.1) and lrs[9] == 1.0                        # linear warm-up
+    assert lrs[10] == 1.0 and lrs[60] == pytest.approx(0.55)                     # cosine: half-way
     assert all(a >= b for a, b in zip(lrs[10:], lrs[11:]))
-    assert U.get_lr(cfg, cfg.steps) == pytest.approx(1e-3)
-    assert U.get_lr(cfg, 10 * cfg.steps) == pytest.approx(1e-3)
+    assert U.lr_factor(cfg, cfg.steps) == pytest.approx(0.1)
+    assert U.lr_factor(cfg, 10 * cfg.steps) == pytest.approx(0.1)
     assert U.Config().schedule == 'wsd'
     cfg = replace(cfg, steps=120, schedule='wsd')
-    lrs = [U.get_lr(cfg, s) for s in range(cfg.steps + 1)]
-    assert lrs[0] == pytest.approx(1e-3) and lrs[9] == pytest.approx(1e-2)      # the same warm-up
-    assert lrs[10:91] == [1e-2] * 81                                             # stable until step 90
-    assert lrs[105] == pytest.approx(0.55e-2) and lrs[120] == pytest.approx(1e-3)  # linear: half-way, end
+    lrs = [U.lr_factor(cfg, s) for s in range(cfg.steps + 1)]
+    assert lrs[0] == pytest.approx(0.1) and lrs[9] == 1.0                        # the same warm-up
+    assert lrs[10:91] == [1.0] * 81                                              # stable until step 90
+    assert lrs[105] == pytest.approx(0.55) and lrs[120] == pytest.approx(0.1)    # linear: half-way, end
     assert all(a > b for a, b in zip(lrs[90:], lrs[91:]))
-    assert U.get_lr(cfg, 10 * cfg.steps) == pytest.approx(1e-3)
+    assert U.lr_factor(cfg, 10 * cfg.steps) == pytest.approx(0.1)
     assert U.Config().lr_floor == U.Config(layout='template').lr_floor == 0.1
     assert U.config_error(replace(cfg, lr_floor=-0.5)) == '--lr-floor -0.5: must be a number in [0, 1]'
     says = lambda **kw: re.search(r'then (?:linearly down to|a cosine decay to) ([^(]+) \(',
@@ -690,10 +690,10 @@ def test_lr_warms_up_then_decays_to_its_floor():
                                                                                  '0.25 of it')
     for schedule in ('wsd', 'cosine'):
         low = replace(cfg, schedule=schedule, lr_floor=0.0)
-        lrs = [U.get_lr(low, s) for s in range(low.steps + 1)]
-        assert lrs[10] == pytest.approx(1e-2) and lrs[-1] == pytest.approx(0.0, abs=1e-12)
+        lrs = [U.lr_factor(low, s) for s in range(low.steps + 1)]
+        assert lrs[10] == 1.0 and lrs[-1] == pytest.approx(0.0, abs=1e-12)
         assert all(a >= b for a, b in zip(lrs[10:], lrs[11:]))
-        assert lrs[105 if schedule == 'wsd' else 65] == pytest.approx(0.5e-2)   # half-way: half the rate
+        assert lrs[105 if schedule == 'wsd' else 65] == pytest.approx(0.5)   # half-way: half the rate
 
 
 def test_grad_clip_bounds_the_gradient_the_step_uses_and_is_off_by_default():

@@ -86,7 +86,7 @@ class Config:
     muon_lr: float = 6e-3      # Muon's rate (the schedule scales both)
     weight_decay: float = 0.1  # on every matrix, the (un)embeddings included (they always take AdamW)
     warmup: int = 100
-    schedule: str = 'wsd'      # 'wsd' or 'cosine' (get_lr)
+    schedule: str = 'wsd'      # 'wsd' or 'cosine' (lr_factor)
     decay: float = None        # wsd: the share of the steps, at the end, over which the rate decays
     lr_floor: float = 0.1      # the rate at the end, as a share of the full rate (both schedules)
     grad_clip: float = 0.0     # clip the gradient's global norm at this (0: never)
@@ -415,23 +415,23 @@ def decay_start(cfg):
     return max(cfg.warmup, cfg.steps * (1 - cfg.decay))
 
 
-def get_lr(cfg, step):
-    """AdamW's rate at `step` (Muon's is in the same ratio to its full rate): a linear warmup over
-    cfg.warmup steps; then 'wsd' (warmup-stable-decay): the full rate, and over the last cfg.decay of the
-    steps a linear decay to cfg.lr_floor of it (a tenth); or 'cosine': a cosine decay to it all along."""
+def lr_factor(cfg, step):
+    """The schedule: the share of each group's full rate at `step`. A linear warmup over cfg.warmup steps;
+    then 'wsd' (warmup-stable-decay): the full rate, and over the last cfg.decay of the steps a linear decay
+    to cfg.lr_floor of it (a tenth); or 'cosine': a cosine decay to it all along."""
     if step < cfg.warmup:
-        return cfg.lr * (step + 1) / cfg.warmup
+        return (step + 1) / cfg.warmup
     if cfg.schedule == 'wsd':
         s = decay_start(cfg)
-        return cfg.lr * (1 - (1 - cfg.lr_floor) * min(1.0, max(0.0, step - s) / (cfg.steps - s)))
+        return 1 - (1 - cfg.lr_floor) * min(1.0, max(0.0, step - s) / (cfg.steps - s))
     ratio = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-    return cfg.lr * (cfg.lr_floor + (1 - cfg.lr_floor) / 2 * (1 + math.cos(math.pi * min(ratio, 1.0))))
+    return cfg.lr_floor + (1 - cfg.lr_floor) / 2 * (1 + math.cos(math.pi * min(ratio, 1.0)))
 
 
 def set_lr(optimizer, cfg, step):
-    """Every parameter group at the schedule's rate for `step`, in proportion to its full rate."""
+    """Every parameter group (AdamW's, Muon's) at the schedule's share of its full rate for `step`."""
     for group in optimizer.param_groups:
-        group['lr'] = get_lr(cfg, step) * (group['base_lr'] / cfg.lr)
+        group['lr'] = group['base_lr'] * lr_factor(cfg, step)
 
 # -----------------------------------------------------------------------------
 # data
