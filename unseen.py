@@ -13,9 +13,8 @@ rows of tokens never a training target all get the same update. Softmax pushes t
 decay contracts their differences under GD or SGD (the lemma), AdamW's normalised step moves them alike even
 without it. They end near one shared vector; with tied embeddings the unseen names look alike as inputs too.
 
-Read it top to bottom, to main(), as the paper's argument: config, the model (nanoGPT, identity terms, copy
-attention), the switches on the (un)embeddings, optimiser and schedule, data, evaluation, the training loop,
-the verdict. After main(), what it calls around that: outputs, --ckpt / --ask / --problems, --grid, --bench.
+Read it top to bottom to main() as the paper's argument: config, the model, the switches, optimisation, data,
+evaluation, training, the verdict; after it, outputs, --ckpt / --ask / --problems, --grid, --bench.
 """
 
 import argparse
@@ -294,8 +293,7 @@ class GPT(nn.Module):
         first_row, first_row + 1, ... of the table: (B, 1) per sequence in training, else cfg.shift."""
         with torch.autocast(idx.device.type, dtype=torch.bfloat16, enabled=self.cfg.precision == 'bf16'):
             B, T = idx.size()
-            tok_emb = self.transformer.wte(idx)                                      # (B, T, C)
-            x = tok_emb                                                              # (B, T, C)
+            x = tok_emb = self.transformer.wte(idx)                                  # (B, T, C)
             if self.transformer.wpe is not None:                                     # learned positions
                 first = self.cfg.shift if first_row is None else first_row
                 x = x + self.transformer.wpe(first + torch.arange(T, device=idx.device))   # (T,) or (B, T)
@@ -318,8 +316,7 @@ class GPT(nn.Module):
 
 
 def make_model(cfg, weights=None):
-    """The model of a configuration, as training starts it (drawn from cfg.seed), or holding `weights`
-    (a state_dict); with --freeze-emb its (un)embeddings take no gradient."""
+    """The model of a configuration as training starts it (cfg.seed), or holding `weights`; --freeze-emb."""
     torch.manual_seed(cfg.seed)
     model = GPT(cfg, len(logic_data.Vocab(cfg.n_symbols))).to(cfg.device)
     if weights is not None:
@@ -506,23 +503,6 @@ def exact_match(model, x, y, chunk=EVAL_CHUNK):
     greedy decoding reproduces the target iff at every target position the argmax given the *correct* prefix
     is the target token (induction over the positions). test_unseen.py checks this against `generate`."""
     return (target_preds(model, x, y, chunk) == y).all(dim=1)
-
-
-@torch.no_grad()
-def generate(model, vocab, prompt_ids, trace=None):
-    """Real greedy decoding, one token at a time, until <eos>. With a list as `trace`, each step appends
-    (the logits of the next token, the copy layer's attention over the context or None)."""
-    idx = torch.tensor([prompt_ids], device=next(model.parameters()).device)
-    for _ in range(model.cfg.block_size() - len(prompt_ids)):   # no further than the position table
-        logits, _ = model(idx)
-        if trace is not None:
-            copy_att = model.copy_attn.last_att[0, -1] if model.copy_attn is not None else None
-            trace.append((logits[0, -1], copy_att))
-        nxt = logits[0, -1].argmax()
-        if nxt.item() == vocab.eos:
-            break
-        idx = torch.cat([idx, nxt.view(1, 1)], dim=1)
-    return idx[0, len(prompt_ids):].tolist()
 
 
 def evaluate(model, vocab, sets, device='cpu', predictions=None):
@@ -1045,6 +1025,23 @@ def writable(folder, flag='--out', size=1 << 20):
 
 # -----------------------------------------------------------------------------
 # --ckpt (a trained model on its test sets), --ask (one problem, step by step), --problems (a file)
+
+
+@torch.no_grad()
+def generate(model, vocab, prompt_ids, trace=None):
+    """Real greedy decoding, one token at a time, until <eos>. With a list as `trace`, each step appends
+    (the logits of the next token, the copy layer's attention over the context or None)."""
+    idx = torch.tensor([prompt_ids], device=next(model.parameters()).device)
+    for _ in range(model.cfg.block_size() - len(prompt_ids)):   # no further than the position table
+        logits, _ = model(idx)
+        if trace is not None:
+            copy_att = model.copy_attn.last_att[0, -1] if model.copy_attn is not None else None
+            trace.append((logits[0, -1], copy_att))
+        nxt = logits[0, -1].argmax()
+        if nxt.item() == vocab.eos:
+            break
+        idx = torch.cat([idx, nxt.view(1, 1)], dim=1)
+    return idx[0, len(prompt_ids):].tolist()
 
 
 def ask(model, vocab, cfg, text):
