@@ -1283,8 +1283,8 @@ def in_workers(fn, jobs, workers):
 
 # one common setting for every row: the demo's task and training (problems of every shape, rules of one or
 # two premises, broken paths, Muon and its schedule) on shallower derivations (depth 1-2), with 4 layers and
-# 3000 steps, what the frozen row needs to reach about 90% (the notebook's probes): one seed of every row took
-# 108 min on 2 CPU cores in float32, two take about 3 hours (spread them with --shard, or add the second seed
+# 3000 steps, what the frozen row needs to reach about 90% (the notebook's probes): each seed of every row took
+# about 108 min on 2 CPU cores in float32, both 3 h 37 min (spread them with --shard, or add the second seed
 # later with --resume); --quick, for a class: six rows, one seed, 1000 steps. Every row differs from the first
 # only in the paper's switches (grid_rows).
 GRID = dict(n_symbols=5000, max_depth=2, n_layer=4, steps=3000, eval_every=500, eval_n=500)
@@ -1904,7 +1904,7 @@ def parse_args(argv=None):
       'with --ask, or a file with --problems')
     a('--grid', action='store_true', help="train every configuration of the paper's table (2 seeds each, on "
       'problems of every shape) and run the fine-tuning contrast; writes grid.md, grid.json, grid.png, '
-      'finetune.png, diversity.png (about 3 hours on 2 CPU cores in float32, one seed 108 min: spread it '
+      'finetune.png, diversity.png (3 h 37 min on 2 CPU cores in float32, one seed 108 min: spread it '
       'with --shard, or run --seeds 1 and add seeds with --resume)')
     a('--quick', action='store_true', help='with --grid: six rows, one seed, 1000 steps (about 10 min)')
     a('--seeds', type=int, default=None, help='with --grid: seeds per row (default 2, 1 with --quick)')
