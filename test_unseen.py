@@ -667,7 +667,7 @@ def test_lr_warms_up_then_decays_to_its_floor():
     """The schedule's share of the full rate. cosine: decays from the end of the warmup on; wsd (the
     default): holds the full rate, then decays linearly over the last --decay of the steps (TINY's quarter);
     both end at --lr-floor of the full rate (here a tenth)."""
-    cfg = replace(TINY, lr=1e-2, warmup=10, steps=110, schedule='cosine')
+    cfg = replace(TINY, warmup=10, steps=110, schedule='cosine')
     lrs = [U.lr_factor(cfg, s) for s in range(cfg.steps)]
     assert lrs[0] == pytest.approx(0.1) and lrs[9] == 1.0                        # linear warm-up
     assert lrs[10] == 1.0 and lrs[60] == pytest.approx(0.55)                     # cosine: half-way

@@ -316,7 +316,7 @@ class GPT(nn.Module):
 
 
 def make_model(cfg, weights=None):
-    """The model of a configuration as training starts it (cfg.seed), or holding `weights`; --freeze-emb."""
+    """The model as training starts it (cfg.seed), or holding `weights`; frozen rows with --freeze-emb."""
     torch.manual_seed(cfg.seed)
     model = GPT(cfg, len(logic_data.Vocab(cfg.n_symbols))).to(cfg.device)
     if weights is not None:
@@ -1283,10 +1283,10 @@ def in_workers(fn, jobs, workers):
 
 # one common setting for every row: the demo's task and training (problems of every shape, rules of one or
 # two premises, broken paths, Muon and its schedule) on shallower derivations (depth 1-2), with 4 layers and
-# 3000 steps, what the frozen row needs to reach about 90% (the notebook's probes): each seed of every row took
+# 3000 steps, what the frozen row needs to reach about 90% (the notebook's probes): a seed of every row took
 # about 108 min on 2 CPU cores in float32, both 3 h 37 min (spread them with --shard, or add the second seed
-# later with --resume); --quick, for a class: six rows, one seed, 1000 steps. Every row differs from the first
-# only in the paper's switches (grid_rows).
+# later with --resume); --quick, for a class: six rows, one seed, 1000 steps. Every row differs from the
+# first only in the paper's switches (grid_rows).
 GRID = dict(n_symbols=5000, max_depth=2, n_layer=4, steps=3000, eval_every=500, eval_n=500)
 GRID_QUICK = dict(n_symbols=5000, max_depth=2, n_layer=4, steps=1000, eval_every=500, eval_n=300)
 GRID_FORGET_EVERY = 100                          # resets every K steps: all through, or until halfway
