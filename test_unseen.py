@@ -1170,22 +1170,8 @@ def test_shipped_checkpoints_answer_the_projects_own_examples(capsys):
         assert U.generate(model, vocab, ids[:n_prompt]) == ids[n_prompt:-1], text
 
 
-def readme_table(marker):
-    """The rows of the first table after `<!-- table: MARKER -->` in the README, as lists of cells
-    (found by the marker, so a renamed heading does not lose it)."""
-    text = open(os.path.join(os.path.dirname(__file__) or '.', 'README.md')).read()
-    after = text[text.index(f'<!-- table: {marker} -->'):].split('\n')
-    start = next(i for i, line in enumerate(after) if line.startswith('|'))
-    rows = []
-    for line in after[start + 2:]:
-        if not line.startswith('|'):
-            return rows
-        rows.append([c.strip().replace('**', '') for c in line.strip('|').split('|')])
-    return rows
-
-
 def md_table(lines):
-    """The header and rows (lists of cells) of the first markdown table in `lines`."""
+    """The header and rows (lists of cells, bold marks dropped) of the first markdown table in `lines`."""
     start = next(i for i, line in enumerate(lines) if line.startswith('|'))
     cells = lambda line: [c.strip().replace('**', '') for c in line.strip().strip('|').split('|')]
     rows = []
@@ -1196,11 +1182,17 @@ def md_table(lines):
     return cells(lines[start]), rows
 
 
+def readme_table(marker):
+    """The header and rows of the first table after `<!-- table: MARKER -->` in the README (found by the
+    marker, so a renamed heading does not lose it)."""
+    text = open(os.path.join(os.path.dirname(__file__) or '.', 'README.md')).read()
+    return md_table(text[text.index(f'<!-- table: {marker} -->'):].split('\n'))
+
+
 def test_the_readmes_grid_table_is_the_grid_it_ships():
     """Every cell of the README's grid table is the cell of its row and column in docs/grid.md, the file
     `python unseen.py --grid` wrote for the shipped figures: each figure from the grid's own table."""
-    text = open('README.md').read()
-    ours, readme = md_table(text[text.index('<!-- table: grid -->'):].split('\n'))
+    ours, readme = readme_table('grid')
     theirs, grid = md_table(open('docs/grid.md').read().split('\n'))
     assert len(readme) >= 12 and ours[0] == theirs[0]
     by_label = {row[0]: row for row in grid}
@@ -1213,7 +1205,7 @@ def test_shipped_checkpoints_reproduce_the_readmes_two_rows():
     """The README's table of the demo's two runs, re-measured from the shipped checkpoints: each scenario's
     exact match, the held-out shapes and the arbitrary problems in both kinds of names, the unseen-row
     cosine (evaluation only)."""
-    rows = {r[0].strip('`'): r for r in readme_table('two rows')}
+    rows = {r[0].strip('`'): r for r in readme_table('two rows')[1]}
     for command, ck in (('python unseen.py --unseen all --freeze-emb', 'assets/headline.pt'),
                         ('python unseen.py --unseen all', 'assets/standard.pt')):
         model, vocab, cfg = U.load_checkpoint(ck)
@@ -1230,8 +1222,8 @@ def test_shipped_checkpoints_reproduce_the_readmes_two_rows():
 def test_shipped_checkpoints_reproduce_the_readmes_shapes_and_lengths_tables():
     """The README's shapes table and its table of exact match by chain length, cell by cell, re-measured
     from the shipped checkpoints (they evaluate in the float32 they trained in, on any CPU)."""
-    shapes = {r[0]: r[1:] for r in readme_table('shapes')}
-    lengths = {r[0]: r[1:] for r in readme_table('lengths')}
+    shapes = {r[0]: r[1:] for r in readme_table('shapes')[1]}
+    lengths = {r[0]: r[1:] for r in readme_table('lengths')[1]}
     for column, ck in enumerate(('assets/headline.pt', 'assets/standard.pt')):
         model, vocab, cfg = U.load_checkpoint(ck)
         assert cfg.precision == 'fp32'
