@@ -36,6 +36,20 @@ TINY = U.Config(**dict(U.LAYOUT_DEFAULTS['template'],   # the one layout's AdamW
                        eval_every=1000, eval_n=50, max_depth=2, curriculum=0, broken=0.0))
 
 
+def fake_machine(monkeypatch, bf16):
+    """The machine as --device/--precision auto see it: a CPU with native bfloat16 (AVX512-BF16) or one
+    without (AMX off either way), no GPU. Every test sees the one without (pinned_machine) unless it asks
+    for the other, so the suite says the same on every CPU family."""
+    monkeypatch.setattr(torch.cpu, '_is_avx512_bf16_supported', lambda: bf16, raising=False)
+    monkeypatch.setattr(torch.cpu, '_is_amx_tile_supported', lambda: False, raising=False)
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
+
+
+@pytest.fixture(autouse=True)
+def pinned_machine(monkeypatch):
+    fake_machine(monkeypatch, bf16=False)
+
+
 def run(script, *args):
     """A program's command line as a user sees it (exit code, stdout, stderr), run in this process: its
     main(argv) with the output captured. sys.exit('error: ...') is exit code 1 and that line on stderr, as
@@ -712,8 +726,14 @@ def test_grad_clip_bounds_the_gradient_the_step_uses_and_is_off_by_default():
     assert U.parse_args(['--grad-clip', '0.5']).grad_clip == 0.5 and U.Config().grad_clip == 0
 
 
-def test_command_line_defaults_are_configs_defaults_and_switches_set_one_thing():
-    cfg = lambda *a: U.config_from_args(U.parse_args(list(a)))
+@pytest.mark.parametrize('bf16', [False, True])
+def test_command_line_defaults_are_configs_defaults_and_switches_set_one_thing(monkeypatch, bf16):
+    """On either kind of CPU: the command line's defaults are Config's, but for the precision that --precision
+    auto picks there (Config holds fp32 and probes nothing)."""
+    fake_machine(monkeypatch, bf16)
+    here = dict(precision='bf16' if bf16 else 'fp32')
+    cfg = lambda *a: replace(U.config_from_args(U.parse_args(list(a))), precision='fp32')
+    assert U.config_from_args(U.parse_args([])) == replace(U.Config(), **here)
     assert cfg() == U.Config()
     assert cfg('--freeze-emb') == replace(U.Config(), freeze_emb=True)         # and no copy attention with it
     assert cfg('--untie-emb') == replace(U.Config(), tie_emb=False)
