@@ -82,6 +82,7 @@ class Vocab:
         n0 = len(SPECIALS)
         self.train_ids = list(range(n0, n0 + n_symbols))
         self.unseen_ids = list(range(n0 + n_symbols, n0 + n_symbols + n_unseen))
+        self.name_ids = self.train_ids + self.unseen_ids      # the symbols: what --forget-every re-draws
         # what training ever asks the model to write: a chain's names, the answer, <eos>. Every other row of
         # the unembedding is never a target: the unseen names, <pad>, and the signs only prompts hold
         writes = {self.stoi[t] for t in ANSWER_TOKENS} | set(self.train_ids)

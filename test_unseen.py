@@ -793,30 +793,39 @@ def test_orthogonal_init_is_as_orthogonal_as_the_shape_allows():
 
 
 @pytest.mark.parametrize('tie', [True, False])
-def test_forgetting_redraws_the_orthogonal_init_and_zeroes_its_optimizer_state(tie):
-    """A reset is a fresh orthogonal draw at --emb-norm (columns orthogonal and of equal norm, rows of mean
-    norm emb_norm), not the start again and not zeros; the (un)embeddings' AdamW state is zeroed, nothing
-    else is touched. Untied, both matrices are re-drawn, equal again as at the start."""
+def test_forgetting_redraws_the_names_rows_and_their_optimizer_state_and_nothing_else(tie):
+    """A reset re-draws every name's row (x.., u..: a fresh orthogonal draw at --emb-norm, not the start
+    again and not zeros) and zeroes those rows of their AdamW state; the signs' rows ('->', '.', T, F, ...)
+    and their state are left as they were, and so is everything else. Untied, both matrices take the same
+    rows, equal again as at the start."""
     cfg = replace(TINY, emb_norm=2.5, tie_emb=tie)
+    vocab = L.Vocab(cfg.n_symbols)
+    names, signs = vocab.name_ids, list(range(len(L.SPECIALS)))
+    assert sorted(names + signs) == list(range(len(vocab)))            # every row is one or the other
     model = U.make_model(cfg)
     opt = U.make_optimizer(model, cfg)
     start = [w.detach().clone() for w in model.embeddings()]
-    data = U.batches(random.Random(0), cfg, L.Vocab(cfg.n_symbols))
+    data = U.batches(random.Random(0), cfg, vocab)
     for _ in range(3):
         U.train_step(model, opt, *next(data))
     trained = [w.detach().clone() for w in model.embeddings()]
+    state = [{k: v.clone() for k, v in opt.state[w].items()} for w in model.embeddings()]
     other = model.transformer.h[0].mlp.c_fc.weight.detach().clone()
-    assert all(opt.state[w]['exp_avg'].abs().sum() > 0 for w in model.embeddings())
-    U.forget_embeddings(model, opt)
-    for p, w0, w1 in zip(model.embeddings(), start, trained):
+    assert all(state[i]['exp_avg'][signs].abs().sum() > 0 for i in range(len(state)))
+    U.forget_embeddings(model, opt, names)
+    for i, (p, w0, w1) in enumerate(zip(model.embeddings(), start, trained)):
         w = p.detach()
-        assert not torch.allclose(w, w1) and not torch.allclose(w, w0, atol=1e-3)
-        assert w.norm(dim=1).mean().item() == pytest.approx(2.5, rel=0.1)
-        gram = w.T @ w                                              # (C, C): a multiple of I
-        assert torch.allclose(gram, gram.diag().mean() * torch.eye(w.size(1)), atol=1e-4 * gram.diag().mean())
-        assert all(opt.state[p][k].abs().sum() == 0 for k in ('exp_avg', 'exp_avg_sq', 'step'))
+        assert torch.equal(w[signs], w1[signs])                                   # the signs: untouched
+        moved = ((w[names] - w1[names]).norm(dim=1) > 1e-3) & ((w[names] - w0[names]).norm(dim=1) > 1e-3)
+        assert moved.all()                                                        # every name: re-drawn
+        assert w[names].norm(dim=1).mean().item() == pytest.approx(2.5, rel=0.1)
+        assert abs(U.mean_pairwise_cosine(w[names])) < 0.01                       # spread out, as at init
+        for k in ('exp_avg', 'exp_avg_sq'):
+            assert opt.state[p][k][names].abs().sum() == 0
+            assert torch.equal(opt.state[p][k][signs], state[i][k][signs])
+        assert torch.equal(opt.state[p]['step'], state[i]['step'])
     assert len(model.embeddings()) == (1 if tie else 2)
-    assert tie or torch.equal(model.transformer.wte.weight, model.lm_head.weight)
+    assert tie or torch.equal(model.transformer.wte.weight[names], model.lm_head.weight[names])
     assert torch.equal(model.transformer.h[0].mlp.c_fc.weight, other)        # only the embeddings
 
 
@@ -842,17 +851,43 @@ def test_verdict_sentences_at_their_thresholds():
     assert 'in training symbols it solves' not in say(0.9, 0.9, 'none')   # the headline is the training names
 
 
-def test_training_loop_forgets_on_schedule_and_evaluates_before_each_reset(monkeypatch):
+def test_training_loop_resets_on_schedule_and_evaluates_just_after_each_reset(monkeypatch):
+    """The reset comes first at a step where both fall: what is evaluated (and saved) is the model just reset;
+    the rows as they had become are measured before it (one more evaluation of 'all'). Resets all through
+    training end with one on the final step, whatever K; temporary ones stop at --forget-until."""
     events = []
     forget, evaluate = U.forget_embeddings, U.evaluate
     monkeypatch.setattr(U, 'forget_embeddings', lambda *a: events.append('forget') or forget(*a))
-    monkeypatch.setattr(U, 'evaluate', lambda *a, **kw: events.append('eval') or evaluate(*a, **kw))
+    monkeypatch.setattr(U, 'evaluate', lambda m, v, sets, *a, **kw: events.append('eval ' + ' '.join(sets))
+                        or evaluate(m, v, sets, *a, **kw))
     cfg = replace(TINY, forget_every=10, forget_until=25, eval_every=10)
     assert [s for s in range(0, 61) if U.forgets_at(cfg, s)] == [10, 20]
-    assert [s for s in range(1, 31) if U.forgets_at(replace(cfg, forget_until=0), s)] == [10, 20, 30]
-    U.train(cfg, log=lambda s: None)
-    # evaluations at steps 0, 10, 20, 30, 40; resets after steps 10 and 20 only, each after its evaluation
-    assert events == ['eval', 'eval', 'forget', 'eval', 'forget', 'eval', 'eval']
+    assert [s for s in range(1, 46) if U.forgets_at(replace(cfg, forget_until=0, steps=45), s)] == \
+        [10, 20, 30, 40, 45]
+    assert [U.last_reset(cfg, s) for s in (5, 10, 19, 40)] == [None, 10, 10, 20]
+    _, _, history = U.train(cfg, log=lambda s: None)
+    every = 'eval none query all'
+    # evaluations at steps 0, 10, 20, 30, 40; resets before steps 11 and 21 only, each after 'all' is measured
+    assert events == [every, 'eval all', 'forget', every, 'eval all', 'forget', every, every, every]
+    assert [('all_before_reset' in h) for h in history] == [False, True, True, False, False]
+
+
+def test_a_resetting_run_saves_and_judges_the_model_just_reset(tmp_path, monkeypatch):
+    """--forget-every: the checkpoint holds the rows the last reset drew on the final step (not rows trained
+    since), its history says so, and the verdict names the moment."""
+    drawn = []
+    forget = U.forget_embeddings
+    monkeypatch.setattr(U, 'forget_embeddings', lambda m, *a: forget(m, *a) or
+                        drawn.append(m.lm_head.weight.detach().clone()))
+    r = run('unseen.py', '--forget-every', '7', '--steps', '20', '--eval-every', '10', '--eval-n', '20',
+            '--n-embd', '32', '--n-layer', '1', '--out', str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert len(drawn) == 3                                            # after steps 7, 14 and 20 (the last)
+    ckpt = torch.load(tmp_path / 'ckpt.pt')
+    assert torch.equal(ckpt['model']['lm_head.weight'], drawn[-1])
+    assert "(evaluated just after a reset of the names' rows, as saved)" in r.stdout
+    assert re.search(r'^step    20 \|.*\| just reset \(before: all +[\d.]+%, cos unseen [\d.-]+\)', r.stdout, re.M)
+    assert "re-drawn every 7 steps, the last on the final step" in r.stdout
 
 
 def test_same_seed_same_losses():
@@ -1849,6 +1884,22 @@ def test_a_grid_of_one_seed_takes_a_second_with_resume(tmp_path, tiny_grid, caps
     lines = (tmp_path / 'grid_runs.jsonl').read_text().splitlines()
     assert lines[:n] == first and [json.loads(line)['seed'] for line in lines[n:]] == [1] * n
     assert ': 2 seed(s) per row' in (tmp_path / 'grid.md').read_text()
+
+
+def test_grid_rows_trains_only_the_named_rows_and_their_table(tmp_path, tiny_grid):
+    """--rows forget: the resetting rows alone, both seeds, their table and curves, no fine-tuning (the
+    standard model is not among them); a text no row holds is refused in one line."""
+    U.main(['--grid', '--rows', 'forget', '--out', str(tmp_path), '--precision', 'fp32'])
+    runs = [json.loads(line) for line in (tmp_path / 'grid_runs.jsonl').read_text().splitlines()]
+    labels = [label for label, _ in U.grid_rows(U.Config(**tiny_grid)) if 'forget' in label]
+    assert len(labels) == 4 and sorted((r['row'], r['seed']) for r in runs) == sorted(
+        (label, seed) for label in labels for seed in (0, 1))
+    assert all('all_before_reset' in r for r in runs if 'until' not in r['row'])   # both moments kept
+    table = (tmp_path / 'grid.md').read_text()
+    assert '| standard |' not in table and '| forget-every 100 |' in table
+    assert 'no fine-tuning contrast' in table and not (tmp_path / 'finetune.png').exists()
+    r = run('unseen.py', '--grid', '--rows', 'nothing like it')
+    assert r.returncode == 2 and "--rows 'nothing like it': no row of the grid has that in its name" in r.stderr
 
 
 def test_grid_on_the_one_layout_with_layout_template(tmp_path, monkeypatch):

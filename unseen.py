@@ -347,18 +347,35 @@ def freeze_embeddings(model):
         w.requires_grad_(False)
 
 
-def forget_embeddings(model, optimizer):
-    """Active forgetting (Chen et al. 2023): fresh (un)embeddings, their AdamW state zeroed."""
-    init_embeddings(model)
-    for w in model.embeddings():
-        for v in optimizer.state.get(w, {}).values():   # exp_avg, exp_avg_sq, step
-            v.zero_()
+@torch.no_grad()
+def forget_embeddings(model, optimizer, rows):
+    """Active forgetting (Chen et al. 2023), of the names' rows only (`rows`: Vocab.name_ids): a fresh
+    orthogonal draw for them, their AdamW state zeroed. The signs' rows ('->', '.', '?', T, F, ...) and
+    their state are kept: they are the language around the symbols, and re-drawn every K steps the model
+    would learn to read the problem again and again (the notebook: 0% just after such a reset)."""
+    fresh = torch.empty_like(model.lm_head.weight)
+    nn.init.orthogonal_(fresh, gain=model.cfg.emb_norm * math.sqrt(max(fresh.size(0) / fresh.size(1), 1.0)))
+    rows = torch.as_tensor(rows, device=fresh.device)
+    for w in model.embeddings():    # untied: both matrices take the same rows, as at the start
+        w[rows] = fresh[rows]
+        for k, v in optimizer.state.get(w, {}).items():   # exp_avg, exp_avg_sq (their rows); step is shared
+            if k != 'step':
+                v[rows] = 0
 
 
 def forgets_at(cfg, step):
-    """Does the (un)embedding reset happen after `step` optimizer steps (before step + 1)?"""
-    return (cfg.forget_every > 0 and step > 0 and step % cfg.forget_every == 0
-            and (cfg.forget_until == 0 or step <= cfg.forget_until))
+    """Is there a reset of the names' rows after `step` optimizer steps (before step + 1)? Every
+    cfg.forget_every steps up to cfg.forget_until, the last step included: a resetting run evaluates,
+    plots and saves the model just after a reset (its rows fresh, as a frozen model's are; 100 steps later
+    AdamW has lined them up again: the notebook)."""
+    through = cfg.forget_until == 0 or cfg.forget_until >= cfg.steps      # resets all through training
+    return (cfg.forget_every > 0 and step > 0 and (step <= cfg.forget_until or through)
+            and (step % cfg.forget_every == 0 or (through and step == cfg.steps)))
+
+
+def last_reset(cfg, step):
+    """The step of the last reset at or before `step` (None: none yet)."""
+    return max((s for s in range(1, step + 1) if forgets_at(cfg, s)), default=None)
 
 # -----------------------------------------------------------------------------
 # optimisation: Muon and AdamW, warm-up, then a stable rate and a decay (or cosine decay)
@@ -597,18 +614,24 @@ def train(cfg, log=print, predictions=None):
     history, losses, seconds, t0 = [], [], [], time.time()
     hold = hold_unused_rows(model, vocab) if cfg.freeze_unused else lambda: None
     for step in range(cfg.steps + 1):
-        if step % cfg.eval_every == 0 or step == cfg.steps:
+        evaluating = step % cfg.eval_every == 0 or step == cfg.steps
+        before = {}
+        if forgets_at(cfg, step):   # the reset first: a resetting run evaluates and saves a model just reset
+            if evaluating:          # ... and says what the rows had become since the last one (the notebook)
+                b = evaluate(model, vocab, {'all': sets['all']}, cfg.device)
+                before = dict(all_before_reset=b['all'],
+                              cos_before_reset=rows_stats(model, vocab)['cos_unseen'])
+            forget_embeddings(model, optimizer, vocab.name_ids)
+        if evaluating:
             acc = evaluate(model, vocab, sets, cfg.device, predictions)
             loss = sum(losses) / len(losses) if losses else float('nan')      # step 0: nothing trained yet
             ms = 1000 * sum(seconds) / max(1, len(seconds))
-            history.append(dict(step=step, loss=loss, **acc, **rows_stats(model, vocab), ms_per_step=ms,
-                                elapsed=time.time() - t0))
+            history.append(dict(step=step, loss=loss, **acc, **rows_stats(model, vocab), **before,
+                                ms_per_step=ms, elapsed=time.time() - t0))
             log(progress_line(history[-1], cfg.steps))
             losses, seconds = [], []
         if step == cfg.steps:
             return model, vocab, history
-        if forgets_at(cfg, step):    # after the evaluation: it measures what the last embeddings learned
-            forget_embeddings(model, optimizer)
         set_lr(optimizer, cfg, step)
         t = time.time()
         losses.append(train_step(model, optimizer, *next(data)))
@@ -664,6 +687,12 @@ def verdict(cfg, history, headline, shapes=None, predictions=None):
     elif last['norm_unseen'] < 0.5 * last['norm_train'] and not cfg.freeze_emb:
         lines.append(f"         its unseen unembeddings shrank (mean norm {last['norm_unseen']:.2f}, "
                      f"training rows {last['norm_train']:.2f}): their logits lose to the training names'.")
+    last_at = last_reset(cfg, last['step'])
+    if last_at is not None:   # which model a resetting run is judged by
+        just = last_at == last['step']
+        lines.append("         (evaluated just after a reset of the names' rows, as saved)" if just
+                     else f"         (evaluated {last['step'] - last_at} steps after the last reset, at step "
+                     f"{last_at}: the names' rows have trained since)")
     lines.append(f"         ({run_name(cfg)}: {attention_summary(cfg)})")
     return '\n'.join(lines)
 
@@ -716,9 +745,11 @@ def progress_line(h, steps):
     left = f"{h['elapsed'] / h['step'] * (steps - h['step']) / 60:4.1f} min left" if h['step'] else ''
     loss = f"{h['loss']:.4f}" if h['step'] else '   -  '     # step 0: nothing trained yet
     ms = f"{h['ms_per_step']:5.1f}" if h['step'] else '    -'
+    reset = (f" | just reset (before: all {h['all_before_reset']:.1%}, cos unseen "
+             f"{cos_str(h['cos_before_reset'])})" if 'all_before_reset' in h else '')
     return (f"step {h['step']:5d} | loss {loss} | {ms} ms/step | exact match "
             + ' '.join(f"{s} {acc_str(h, s)}" for s in logic_data.SCENARIOS) + " | "
-            f"cos unseen {cos_str(h['cos_unseen']):>5} train {cos_str(h['cos_train']):>5} | {left}")
+            f"cos unseen {cos_str(h['cos_unseen']):>5} train {cos_str(h['cos_train']):>5}{reset} | {left}")
 
 
 def acc_str(acc, s):
@@ -823,6 +854,11 @@ def plan(cfg, out):
     rates = f"Muon {cfg.muon_lr:g} on the blocks' matrices, AdamW {cfg.lr:g} on the rest" \
         if cfg.optimizer == 'muon' else f"AdamW {cfg.lr:g}"
     lines.append(f"{rates}: a {cfg.warmup}-step warmup, {decay} (--schedule {cfg.schedule})")
+    if cfg.forget_every:
+        until = f" until step {cfg.forget_until}" if cfg.forget_until and cfg.forget_until < cfg.steps else \
+            ", the last on the final step: the model evaluated and saved is one just reset"
+        lines.append(f"the names' (un)embedding rows re-drawn every {cfg.forget_every} steps{until} "
+                     "(--forget-every; the signs' rows keep training)")
     if cfg.shift:
         lines.append(f"each training problem starts at row 0 or row {cfg.shift} of the position table at "
                      f"random, the tests at row {cfg.shift} (--shift)")
@@ -1296,8 +1332,11 @@ GRID_FT = (1500, 50)                             # fine-tuning: most steps, eval
 GRID_FT_QUICK = (300, 50)                        # (--quick)
 
 
-def grid_rows(base, quick=False):
-    """(label, config) for every row of the table; `quick`: six of them, for a class (--quick)."""
+def grid_rows(base, quick=False, only=None):
+    """(label, config) for every row of the table; `quick`: six of them, for a class (--quick); `only`: the
+    rows whose label holds that text (--rows: a few rows again after a change to what they do)."""
+    if only:
+        return [(label, cfg) for label, cfg in grid_rows(base, quick) if only in label]
     c = lambda **kw: replace(base, **kw)
     K, N = GRID_FORGET_EVERY, base.steps // 2
     copy_attn, pointer = dict(copy_attn=True), dict(copy_attn=True, copy_form='pointer')
@@ -1442,7 +1481,8 @@ def grid_job(job):
     held = held_out_mean(shapes)
     result = dict(row=label, seed=cfg.seed, **{k: last[k] for k in keys}, held_none=held['none'],
                   held_all=held['all'], wall=time.time() - t, config=asdict(cfg),
-                  curve=[[h['step'], h['all'], h['cos_unseen']] for h in history])   # for grid_curves
+                  curve=[[h['step'], h['all'], h['cos_unseen']] for h in history],   # for grid_curves
+                  **{k: last[k] for k in ('all_before_reset', 'cos_before_reset') if k in last})
     return result, ({k: v.cpu() for k, v in model.state_dict().items()} if keep else None)
 
 
@@ -1524,6 +1564,7 @@ def settings_error(out, differ, flag='--resume'):
 def grid_command(args, resume, shard=True):
     """The command that finishes this grid (or this shard of it): every setting it was given, and --resume."""
     given = [('--quick', args.quick), (f'--seeds {args.seeds}', args.seeds),
+             (f"--rows '{args.rows}'", args.rows),
              ('--shard %d/%d' % (args.shard or (0, 0)), shard and args.shard),
              (f'--layout {args.layout}', args.layout != 'shapes'),
              (f'--device {args.device}', args.device != 'auto'),
@@ -1531,14 +1572,15 @@ def grid_command(args, resume, shard=True):
     return ' '.join(['python unseen.py --grid', *[flag for flag, on in given if on], f'--resume {resume}'])
 
 
-def run_grid(base, seeds, out, workers, log=print, shard=None, flag='--resume', quick=False):
+def run_grid(base, seeds, out, workers, log=print, shard=None, flag='--resume', quick=False, only=None):
     """Train every row with every seed, `workers` runs at a time. Returns (results in row order, the
     markdown table, the seed-0 standard model: the fine-tuning contrast starts from it). Each finished
     run is appended to out/grid_runs.jsonl at once (the standard model's weights to out/pretrained.pt),
     and runs already there with the same configuration are not trained again: --resume. With `shard`
-    (I, N): only every N-th run from the I-th, into a file of its own; returns (its results, None, None)."""
+    (I, N): only every N-th run from the I-th, into a file of its own; returns (its results, None, None).
+    With `only` (--rows): those rows alone, and no standard model unless it is one of them (None)."""
     jobs = [(label, replace(cfg, seed=seed), label == 'standard' and seed == seeds[0])
-            for label, cfg in grid_rows(base, quick) for seed in seeds]
+            for label, cfg in grid_rows(base, quick, only) for seed in seeds]
     mine = jobs if shard is None else jobs[shard[0] - 1::shard[1]]
     own = 'grid_runs.jsonl' if shard is None else 'grid_runs.shard-%d-of-%d.jsonl' % shard
     saved = os.path.join(out, own)
@@ -1589,13 +1631,13 @@ def run_grid(base, seeds, out, workers, log=print, shard=None, flag='--resume', 
         return [r for r in results if (r['row'], r['seed']) in ours], None, None
     order = {(label, cfg.seed): i for i, (label, cfg, _) in enumerate(jobs)}
     results.sort(key=lambda r: order[r['row'], r['seed']])
-    cfg = next(cfg for label, cfg, keep in jobs if keep)
-    model = make_model(cfg, pretrained)
+    cfg = next((cfg for label, cfg, keep in jobs if keep), None)
+    model = cfg and make_model(cfg, pretrained)
     grid_plot(results, os.path.join(out, 'grid.png'), f'{len(seeds)} seed(s) per row, {base.steps} steps, '
               f'{grid_problems(base)},\n{base.n_symbols} training symbols unless named')
     diversity_plot(results, os.path.join(out, 'diversity.png'), f'diversity: {len(seeds)} seed(s) per point, '
                    f'{base.steps} steps, {grid_problems(base)}')
-    return results, grid_table(results, base), (model, logic_data.Vocab(cfg.n_symbols), cfg)
+    return results, grid_table(results, base), cfg and (model, logic_data.Vocab(cfg.n_symbols), cfg)
 
 
 def main_grid(args, argv):
@@ -1608,7 +1650,7 @@ def main_grid(args, argv):
                                                   ('' if base.layout == 'shapes' else '-' + base.layout))
     writable(out, '--resume' if args.resume else '--out')
     command = ' '.join(['python', 'unseen.py'] + (sys.argv[1:] if argv is None else argv))
-    rows = grid_rows(base, args.quick)
+    rows = grid_rows(base, args.quick, args.rows)
     workers = (os.cpu_count() or 1) if device == 'cpu' else 1
     share = f"; shard {args.shard[0]} of {args.shard[1]}: every {args.shard[1]}-th run" if args.shard else ''
     print(f"grid: {len(rows)} configurations x {len(seeds)} seed(s), {base.steps} steps each "
@@ -1617,20 +1659,24 @@ def main_grid(args, argv):
           f"at a time{share}; writing to {out}")
     try:
         results, table, trained = run_grid(base, seeds, out, workers, shard=args.shard,
-                                           flag='--resume' if args.resume else '--out', quick=args.quick)
+                                           flag='--resume' if args.resume else '--out', quick=args.quick,
+                                           only=args.rows)
         if args.shard:   # its share only: the table waits for every shard
             return print(f"\nshard {args.shard[0]} of {args.shard[1]} done: {len(results)} runs in "
                          f"{out}/grid_runs.shard-{args.shard[0]}-of-{args.shard[1]}.jsonl. When every shard "
                          "is done, gather their grid_runs*.jsonl and pretrained.pt in one folder and run: "
                          f"{grid_command(args, 'FOLDER', shard=False)}")
-        model, vocab, cfg = trained
         ft_steps, ft_every = (GRID_FT_QUICK if args.quick else GRID_FT)
         print('\n' + table + '\n')
-        print(f"fine-tuning contrast: the standard model (seed {seeds[0]}, its unseen rows at cosine "
-              f"{rows_stats(model, vocab)['cos_unseen']:.2f}) fine-tuned on problems in unseen symbols, up "
-              f"to {ft_steps} steps, from collapsed, fresh and copied unseen rows ...")
-        ft, ft_table = finetune_contrast(model, vocab, cfg, ft_steps, ft_every, workers,
-                                         os.path.join(out, 'finetune.png'))
+        if trained is None:     # --rows without the standard model: no fine-tuning contrast
+            ft, ft_table = None, '(no fine-tuning contrast: --rows left out the standard model)'
+        else:
+            model, vocab, cfg = trained
+            print(f"fine-tuning contrast: the standard model (seed {seeds[0]}, its unseen rows at cosine "
+                  f"{rows_stats(model, vocab)['cos_unseen']:.2f}) fine-tuned on problems in unseen symbols, "
+                  f"up to {ft_steps} steps, from collapsed, fresh and copied unseen rows ...")
+            ft, ft_table = finetune_contrast(model, vocab, cfg, ft_steps, ft_every, workers,
+                                             os.path.join(out, 'finetune.png'))
     except KeyboardInterrupt:
         sys.exit(f"error: interrupted; the finished runs are kept in {out}; to finish: "
                  f"{grid_command(args, out)}")
@@ -1912,6 +1958,8 @@ def parse_args(argv=None):
       '--seeds), training only the runs it does not have yet; or write the table of shards gathered in DIR')
     a('--shard', type=shard_arg, metavar='I/N', help='with --grid: train only every N-th run, from the I-th '
       '(1 <= I <= N), into a file of its own: the grid spread over N machines or jobs')
+    a('--rows', metavar='TEXT', help="with --grid: only the rows whose name holds TEXT (e.g. 'forget'), "
+      'their table alone: a few rows again after a change to what they do')
     a('--bench', action='store_true',
       help='measure training-loop tokens/s for each speed lever (the switches pick the model)')
     args = p.parse_args(argv)
@@ -1931,7 +1979,7 @@ def check_args(p, args):
     """Every way the switches can contradict each other or measure nothing, each a one-line argparse error."""
     d, flag = Config(), lambda k: '--' + k.replace('_', '-')
     given = lambda names: [flag(k) for k in names if getattr(args, k) != p.get_default(k)]
-    grid_flags = ('quick', 'seeds', 'resume', 'shard', 'layout', 'device', 'precision', 'out')
+    grid_flags = ('quick', 'seeds', 'resume', 'shard', 'rows', 'layout', 'device', 'precision', 'out')
     on_grid = given(k for k in vars(args) if k not in ('grid', *grid_flags))
     on_bench = given(('unseen', 'steps', 'curriculum', 'eval_every', 'eval_n', 'precision', 'out', 'ask',
                       'ckpt'))
@@ -1945,8 +1993,10 @@ def check_args(p, args):
                                 f"(only {', '.join(map(flag, grid_flags))})"),
         (args.bench and on_bench, '--bench times every precision for a fixed number of steps and writes '
                                   f"nothing; it cannot take {' '.join(on_bench)}"),
-        ((args.quick or args.seeds is not None or args.resume or args.shard) and not args.grid,
-         '--quick, --seeds, --resume and --shard go with --grid'),
+        ((args.quick or args.seeds is not None or args.resume or args.shard or args.rows is not None)
+         and not args.grid, '--quick, --seeds, --resume, --shard and --rows go with --grid'),
+        (args.grid and args.rows is not None and not grid_rows(Config(**GRID), args.quick, args.rows),
+         f"--rows {args.rows!r}: no row of the grid{' --quick' if args.quick else ''} has that in its name"),
         (args.resume and not (os.path.isdir(args.resume) and run_files(args.resume)),
          f'--resume {args.resume}: no grid_runs.jsonl there (not a grid folder)'),
         (args.resume and args.out and args.out != args.resume,
