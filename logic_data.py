@@ -204,7 +204,7 @@ def parse(text):
     if parts[-1].strip():
         raise ValueError(f"statement '{parts[-1].strip()}' must end with '.'")
     for s in parts[:-1]:
-        toks = s.split()
+        toks = s.replace('->', ' -> ').split()     # 'rain->snow' is a rule, as 'rain . snow' is two facts
         if not toks:
             raise ValueError("empty statement between two '.'")
         if '->' in toks:
@@ -276,7 +276,8 @@ def fewest_tokens(text):
     line with its solution, a lower bound without (a chain adds more). Cheap, so a huge text is refused
     before the solver runs on it."""
     problem, _, solution = UNSEEN_NOTE.sub('', text).partition(':')
-    return len(problem.replace('.', ' . ').split()) + 1 + max(1, len(solution.split())) + 1
+    spaced = problem.replace('.', ' . ').replace('->', ' -> ')          # as parse reads them
+    return len(spaced.split()) + 1 + max(1, len(solution.split())) + 1
 
 
 def parse_line(line, max_tokens=None):
@@ -304,6 +305,7 @@ HELD_OUT = ((1, 0, 0), (2, 1, 2), (4, 2, 0))
 # the tests of length: chains this many steps longer than any in training (layout 'shapes')
 BEYOND = (1, 2, 4)
 LAYOUTS = ('shapes', 'template')
+PREMISES = dict(shapes=2, template=1)   # each layout's most premises per rule, as the models are trained
 
 
 def curriculum_caps(depth):
@@ -519,13 +521,28 @@ def arbitrary(rng, cfg, names, provable=None):
             return Problem(facts, rules, query, chain, answer)
 
 
+def derivation_depth(p):
+    """The most rules applied one after another behind any atom the chain derives (0: none derived). The
+    rule that fired an atom is the first listed one with that head whose premises were known then."""
+    depth = {a: 0 for a in p.facts}
+    for atom in p.chain:
+        premises = next(ps for ps, h in p.rules if h == atom and all(a in depth for a in ps))
+        depth[atom] = 1 + max((depth[a] for a in premises), default=0)
+    return max(depth.values(), default=0)
+
+
 def beyond_training(cfg, p):
     """Where a problem lies outside what a generator of `cfg` draws (more facts, rules, premises or chain
-    steps), in words, or None."""
+    steps, or a derivation deeper than its planted paths: what the chain-length tests call 'beyond
+    training'), in words, or None."""
     most = cfg.limits()
     have = dict(facts=len(p.facts), rules=len(p.rules), chain=len(p.chain))
     over = [f"{have[k]} {'chain steps' if k == 'chain' else k} (training: at most {most[k]})"
             for k in most if have[k] > most[k]]
+    depth = derivation_depth(p)
+    if depth > cfg.max_depth:
+        over.append(f'a derivation {depth} rules deep ({depth - cfg.max_depth} beyond the planted paths '
+                    f'of training, at most {cfg.max_depth})')
     premises = max((len(ps) for ps, _ in p.rules), default=0)
     if premises > cfg.max_premises:
         over.append(f'a rule with {premises} premises (training: at most {cfg.max_premises})')
@@ -597,15 +614,17 @@ def main(argv=None):
     parser.add_argument('--scenario', choices=SCENARIOS, default='none', help='which names are unseen')
     parser.add_argument('--n-symbols', type=int, default=5000, help='size of the training symbol pool')
     parser.add_argument('--max-depth', type=int, default=d.max_depth, help='longest planted derivation')
-    parser.add_argument('--max-premises', type=int, default=d.max_premises,
-                        help="premises per rule, 1 to 3 (default %(default)s: a rule may be a conjunction, "
-                        "'a b -> c'; 1: every rule has one premise)")
+    parser.add_argument('--max-premises', type=int, default=None,
+                        help="premises per rule, 1 to 3 (default: by --layout, as the demo's models are "
+                        "trained: " + ', '.join(f'{k} {v}' for k, v in PREMISES.items()) +
+                        "; 2: a rule may be a conjunction, 'a b -> c'; 1: every rule has one premise)")
     parser.add_argument('--layout', choices=LAYOUTS, default=d.layout, help='shapes: problems of many shapes '
                         '(the demo trains on these, less the held-out families); template: the one layout '
                         'of earlier versions')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--jsonl', action='store_true', help='one JSON object per line')
     args = parser.parse_args(argv)
+    args.max_premises = args.max_premises or PREMISES[args.layout]
     if not 0 <= args.n <= 10 ** 9:
         parser.error('--n must be between 0 and 10^9')
     if args.n_symbols > 10 ** 6:

@@ -69,6 +69,21 @@ def run(script, *args):
 # the solver and the generator
 
 
+def test_derivation_depth_and_the_beyond_training_note_by_depth():
+    """The depth is the longest run of rules behind a derived atom (what the chain-length tests count);
+    deeper than training's planted paths is beyond training, and the note says so with the depth."""
+    p = L.parse('a . c . a -> b . b c -> d . d -> e . ? e')
+    assert L.derivation_depth(p) == 3 and L.derivation_depth(L.parse('a . ? a')) == 0
+    assert L.derivation_depth(L.parse('a . a -> b . a -> c . c -> d . ? z')) == 2     # b 1, c 1, d 2
+    cfg = L.GenConfig(max_depth=4)
+    five = L.parse('a . a -> b . b -> c . c -> d . d -> e . e -> f . ? f')
+    assert L.beyond_training(cfg, p) is None
+    assert L.beyond_training(cfg, five) == ('this problem has a derivation 5 rules deep (1 beyond the planted '
+                                            'paths of training, at most 4)')
+    r = run('unseen.py', '--ckpt', 'assets/headline.pt', '--ask', L.to_text(five).rpartition(':')[0])
+    assert r.returncode == 0 and 'a derivation 5 rules deep' in r.stdout
+
+
 def test_solver_on_hand_checked_problems():
     # a -> b, b c -> d, facts a c: b fires first, then d
     assert L.forward_chain(['a', 'c'], [(['a'], 'b'), (['b', 'c'], 'd')], 'd') == (['b', 'd'], True)
@@ -344,6 +359,49 @@ def test_logic_data_on_a_full_disk_or_killed_says_so_in_one_line():
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 1 and err.strip() == 'error: interrupted'
+
+@pytest.mark.skipif(not os.path.exists('/dev/full'), reason='no /dev/full here')
+def test_every_program_on_a_full_disk_says_so_in_one_line_and_leaves_no_empty_run(tmp_path):
+    """Standard output on a full disk: one line on stderr and exit 1, for --ask, --problems, a training run
+    (which leaves no empty run folder behind) and theory_demo.py."""
+    (tmp_path / 'p.txt').write_text('a . a -> b . ? b\n')
+    for args in [['unseen.py', '--ckpt', 'assets/headline.pt', '--ask', 'rain . rain -> snow . ? snow'],
+                 ['unseen.py', '--ckpt', 'assets/headline.pt', '--problems', str(tmp_path / 'p.txt')],
+                 ['unseen.py', '--steps', '3', '--n-layer', '1', '--out', str(tmp_path / 'run')],
+                 ['theory_demo.py', '--steps', '20', '--out', str(tmp_path / 'theory')]]:
+        with open('/dev/full', 'w') as full:
+            r = subprocess.run([sys.executable, *args], stdout=full, stderr=subprocess.PIPE, text=True,
+                               timeout=120)
+        assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
+        assert r.stderr.startswith('error: cannot write the output (No space left on device)'), r.stderr
+    assert not (tmp_path / 'run').exists()
+
+
+def test_an_arrow_without_spaces_is_an_arrow():
+    """'rain->snow' is the rule 'rain -> snow', as 'rain.snow.' is two facts: never a name of its own."""
+    assert L.parse('rain . rain->snow . ? snow') == L.parse('rain . rain -> snow . ? snow')
+    assert L.parse('a.b.a b->c.?c') == L.parse('a . b . a b -> c . ? c')
+    assert L.fewest_tokens('rain . rain->snow . ? snow') == L.fewest_tokens('rain . rain -> snow . ? snow')
+    r = run('unseen.py', '--ckpt', 'assets/headline.pt', '--ask', 'rain . rain->snow . ? snow')
+    assert r.returncode == 0 and 'in your names: snow T' in r.stdout
+
+
+def test_the_generator_writes_each_layouts_problems_as_its_models_read_them(tmp_path):
+    """logic_data.py --layout template writes rules of one premise, as the template models are trained; the
+    default layout two. Premises per layout live in one place (logic_data.PREMISES)."""
+    for layout in L.LAYOUTS:
+        r = run('logic_data.py', '--layout', layout, '--n', '200')
+        problems = [L.parse(line) for line in r.stdout.splitlines()]
+        assert max(len(ps) for p in problems for ps, _ in p.rules) == L.PREMISES[layout]
+        assert U.Config(layout=layout).max_premises == L.PREMISES[layout]
+    cfg = U.Config(layout='template', n_layer=1, n_embd=32, steps=1)
+    path = tmp_path / 'tpl.pt'
+    model = U.make_model(cfg)
+    U.save_checkpoint(str(path), model, cfg, [dict(step=0)])
+    (tmp_path / 'tpl.txt').write_text(run('logic_data.py', '--layout', 'template', '--n', '20').stdout)
+    r = run('unseen.py', '--ckpt', str(path), '--problems', str(tmp_path / 'tpl.txt'))
+    assert r.returncode == 0 and 'not problems' not in r.stderr, r.stderr
+
 
 # -----------------------------------------------------------------------------
 # the model and the switches
@@ -886,7 +944,8 @@ def test_a_resetting_run_saves_and_judges_the_model_just_reset(tmp_path, monkeyp
     ckpt = torch.load(tmp_path / 'ckpt.pt')
     assert torch.equal(ckpt['model']['lm_head.weight'], drawn[-1])
     assert "(evaluated just after a reset of the names' rows, as saved)" in r.stdout
-    assert re.search(r'^step    20 \|.*\| just reset \(before: all +[\d.]+%, cos unseen [\d.-]+\)', r.stdout, re.M)
+    assert re.search(r'^step    20 \|.*\| just reset \(before: all +[\d.]+%, cos unseen [\d.-]+\)', r.stdout,
+                     re.M)
     assert "re-drawn every 7 steps, the last on the final step" in r.stdout
 
 
@@ -1486,7 +1545,7 @@ def test_a_bad_problems_file_gets_one_line_naming_it(trained, tmp_path, content,
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason='this machine has CUDA')),
     (['--out', 'README.md'], 'is a file'),
     (['--grid', '--freeze-emb', '--steps', '10'], 'cannot take --freeze-emb --steps'),
-    (['--quick'], '--quick, --seeds, --resume and --shard go with --grid'),
+    (['--quick'], '--quick, --seeds, --resume, --shard and --rows go with --grid'),
     (['--grid', '--resume', 'README.md'], 'no grid_runs.jsonl there'),
     (['--grid', '--seeds', '0'], '--seeds must be 1 to 100'),
     (['--grid', '--seeds', '1000000'], '--seeds must be 1 to 100'),
@@ -1640,7 +1699,9 @@ def test_main_writes_checkpoint_plot_and_verdict(tmp_path):
     assert r.returncode == 0, r.stderr
     assert 'step    10 |' in r.stdout and 'verdict:' in r.stdout and 'query *' in r.stdout
     assert ('a curriculum: training problems of depth 1 (at most 2 facts, 0 side and 1 dead rules) at first, '
-            'one depth more every 250 steps, every depth 1-4 and shape from step 750') in r.stdout
+            'one depth more every 250 steps, this 20-step run ends at depth 1 (the tests have every depth from '
+            'the start)') in r.stdout
+    assert 'every depth 1-4 and shape from step 750' in U.plan(U.Config(), 'out')
     assert 'teacher-forced accuracy per target position (query): step 1 ' in r.stdout
     assert ("Muon 0.006 on the blocks' matrices, AdamW 0.01 on the rest: a 100-step warmup, which this "
             '20-step run ends inside (--schedule wsd)') in r.stdout
@@ -1899,7 +1960,8 @@ def test_grid_rows_trains_only_the_named_rows_and_their_table(tmp_path, tiny_gri
     assert '| standard |' not in table and '| forget-every 100 |' in table
     assert 'no fine-tuning contrast' in table and not (tmp_path / 'finetune.png').exists()
     r = run('unseen.py', '--grid', '--rows', 'nothing like it')
-    assert r.returncode == 2 and "--rows 'nothing like it': no row of the grid has that in its name" in r.stderr
+    assert r.returncode == 2
+    assert "--rows 'nothing like it': no row of the grid has that in its name" in r.stderr
 
 
 def test_grid_on_the_one_layout_with_layout_template(tmp_path, monkeypatch):
@@ -2446,19 +2508,34 @@ def test_a_resume_with_other_settings_is_refused_naming_each_and_deletes_nothing
     (tmp_path / 'grid_runs.jsonl').write_text(text)
     r = run('unseen.py', '--grid', '--quick', '--resume', str(tmp_path), '--precision', 'bf16')
     assert r.returncode == 1 and r.stderr.strip().splitlines() == [
-        f'error: --resume {tmp_path}: its runs were trained with --layout template (this grid: shapes), '
+        f'error: --resume {tmp_path}: its runs (in grid_runs.jsonl) were trained with --layout template '
+        '(this grid: shapes), '
         '--precision fp32 (this grid: bf16); give the same settings to finish it, or another folder '
         '(its runs are kept as they are)']
     r = run('unseen.py', '--grid', '--resume', str(tmp_path), '--layout', 'template', '--precision', 'fp32')
-    assert r.returncode == 1 and 'its runs were trained with --quick (this grid: no --quick)' in r.stderr
+    assert r.returncode == 1 and 'its runs (in grid_runs.jsonl) were trained with --quick (this grid: no ' \
+        '--quick)' in r.stderr
     assert (tmp_path / 'grid_runs.jsonl').read_text() == text                  # not a byte lost
+    # a shard checks the whole folder too, and a shard's file that differs is named
+    full = grid_line(U.Config(**U.GRID, precision='fp32')) + '\n'
+    (tmp_path / 'grid_runs.jsonl').write_text(full)
+    r = run('unseen.py', '--grid', '--quick', '--shard', '1/2', '--resume', str(tmp_path),
+            '--precision', 'fp32')
+    assert r.returncode == 1 and 'its runs (in grid_runs.jsonl) were trained with no --quick' in r.stderr
+    assert not (tmp_path / 'grid_runs.shard-1-of-2.jsonl').exists()
+    shard = grid_line(U.Config(**U.GRID_QUICK, precision='fp32'))
+    (tmp_path / 'grid_runs.shard-1-of-2.jsonl').write_text(shard)
+    r = run('unseen.py', '--grid', '--resume', str(tmp_path), '--precision', 'fp32')
+    assert r.returncode == 1
+    assert 'its runs (in grid_runs.shard-1-of-2.jsonl) were trained with --quick' in r.stderr
     # runs of neither grid's length are named by their steps; a grid's folder given as --out, as --out
     other = tmp_path / 'other'
     other.mkdir()
     (other / 'grid_runs.jsonl').write_text(grid_line(U.Config(**dict(U.GRID, steps=1), precision='fp32')))
     r = run('unseen.py', '--grid', '--out', str(other), '--precision', 'fp32')
     assert r.returncode == 1 and r.stderr.startswith(
-        f"error: --out {other}: its runs were trained with steps 1 (this grid: {U.GRID['steps']});")
+        f"error: --out {other}: its runs (in grid_runs.jsonl) were trained with steps 1 (this grid: "
+        f"{U.GRID['steps']});")
 
 
 def test_a_grid_run_written_before_lr_floor_is_a_run_of_this_grid(tmp_path):

@@ -942,6 +942,101 @@ def plot_finetune(curves, args, path):
     print(f"plot: {path}{note}")
 
 # -----------------------------------------------------------------------------
+# Part 4: how fast the collapse comes back between resets, with the optimiser people use. The lemma says the
+# never-target rows contract under GD with weight decay, slowly where their probability is tiny. AdamW
+# divides each coordinate's step by its own running size, so the same tiny, shared gradient becomes a step
+# of the full rate, in the same direction for every unseen row: they line up within tens of steps.
+
+RESET_VARIANTS = {   # how the (un)embeddings are trained; everything else is the grid's
+    'AdamW (the grid)': None,
+    'AdamW, a tenth of the rate on the (un)embeddings': 'tenth',
+    'SGD on the (un)embeddings (rate 1, decay per step as AdamW)': 'sgd',
+}
+
+
+def embedding_optimizer(opt, model, cfg, how):
+    """unseen.make_optimizer's `opt`, with the (un)embedding matrix moved to a group of its own: AdamW at a
+    tenth of the rate, or plain SGD (no momentum) whose weight decay shrinks the rows by as much per step."""
+    if how is None:
+        return opt
+    adamw, rest = opt.optimizers[0], opt.optimizers[1:]
+    emb = model.lm_head.weight
+    adamw.param_groups[0]['params'] = [p for p in adamw.param_groups[0]['params'] if p is not emb]
+    if how == 'tenth':
+        adamw.add_param_group(dict(params=[emb], lr=cfg.lr / 10, base_lr=cfg.lr / 10,
+                                   weight_decay=cfg.weight_decay))
+        return unseen.Optimizers(adamw, *rest)
+    sgd = torch.optim.SGD([emb], lr=1.0, weight_decay=cfg.lr * cfg.weight_decay)
+    sgd.param_groups[0]['base_lr'] = 1.0
+    return unseen.Optimizers(adamw, *rest, sgd)
+
+
+def between_resets(args):
+    """The grid's standard model trained with resets of the names' rows every K steps (the grid's
+    --forget-every), its unseen rows' mean pairwise cosine recorded at every step, for each way of training
+    the (un)embeddings in RESET_VARIANTS; all start from one model trained args.reset_start steps the grid's
+    way, then run args.reset_steps more. Plot: cosine against the step, the resets marked."""
+    cfg = unseen.Config(**unseen.GRID, forget_every=unseen.GRID_FORGET_EVERY, precision='fp32')
+    vocab = L.Vocab(cfg.n_symbols)
+    print(f"between resets: the grid's model ({cfg.n_layer} layers, {cfg.steps}-step schedule), the names' "
+          f"rows reset every {cfg.forget_every} steps; {args.reset_start} steps the grid's way, then "
+          f"{args.reset_steps} more for each way of training the (un)embeddings ...", flush=True)
+    t0 = time.time()
+    model = unseen.make_model(cfg)
+    opt = unseen.make_optimizer(model, cfg)
+    data = unseen.batches(random.Random(cfg.seed), cfg, vocab)
+    for step in range(args.reset_start):
+        if unseen.forgets_at(cfg, step):
+            unseen.forget_embeddings(model, opt, vocab.name_ids)
+        unseen.set_lr(opt, cfg, step)
+        unseen.train_step(model, opt, *next(data))
+    start = ({k: v.clone() for k, v in model.state_dict().items()}, [o.state_dict() for o in opt.optimizers])
+    curves = {}
+    for name, how in RESET_VARIANTS.items():
+        model = unseen.make_model(cfg, start[0])
+        base = unseen.make_optimizer(model, cfg)
+        for o, state in zip(base.optimizers, start[1]):
+            o.load_state_dict(state)
+        opt = embedding_optimizer(base, model, cfg, how)
+        data = unseen.batches(random.Random(cfg.seed + 1), cfg, vocab)
+        cos = []
+        for step in range(args.reset_start, args.reset_start + args.reset_steps + 1):
+            if unseen.forgets_at(cfg, step):
+                unseen.forget_embeddings(model, opt, vocab.name_ids)
+            cos.append(unseen.rows_stats(model, vocab)['cos_unseen'])
+            unseen.set_lr(opt, cfg, step)
+            unseen.train_step(model, opt, *next(data))
+        curves[name] = cos
+        k = cfg.forget_every
+        after = [cos[i] for i in range(len(cos)) if (args.reset_start + i) % k == k - 1]   # just before a reset
+        tens = [cos[i] for i in range(len(cos)) if (args.reset_start + i) % k == 10]
+        print(f"  {name:<62} unseen-row cosine 10 steps after a reset {sum(tens) / max(1, len(tens)):.2f}, "
+              f"just before the next {sum(after) / max(1, len(after)):.2f}", flush=True)
+    print(f"({time.time() - t0:.0f} s)")
+    plot_between_resets(curves, cfg, args, os.path.join(args.out, 'between_resets.png'))
+    return curves
+
+
+def plot_between_resets(curves, cfg, args, path):
+    plt = unseen.pyplot()
+    fig, ax = plt.subplots(figsize=(9, 4))
+    steps = range(args.reset_start, args.reset_start + args.reset_steps + 1)
+    for name, cos in curves.items():
+        ax.plot(steps, cos, label=name)
+    for s in steps:
+        if unseen.forgets_at(cfg, s):
+            ax.axvline(s, color='grey', lw=0.5, ls=':')
+    ax.set(xlabel='training step (dotted: a reset of the names\' rows)', ylim=(-0.05, 1.05),
+           ylabel='unseen rows: mean pairwise cosine',
+           title=f"between resets: the grid's model, from step {args.reset_start}")
+    ax.legend(loc='center right', fontsize=8)
+    fig.tight_layout()
+    note = replacing(path)
+    unseen.savefig(fig, path)
+    plt.close(fig)
+    print(f"plot: {path}{note}")
+
+# -----------------------------------------------------------------------------
 # the command line
 
 
@@ -987,6 +1082,10 @@ def main(argv=None):
                    'sequences, cheap steps; the names are what is compared)')
     p.add_argument('--layout', choices=L.LAYOUTS, default='template',
                    help="--finetune: the problems' layout (logic_data.py)")
+    p.add_argument('--between-resets', action='store_true', help="Part 4: the unseen rows' cosine at every "
+                   "step between resets of the names' rows, AdamW against a tenth of its rate and SGD")
+    p.add_argument('--reset-start', type=int, default=1000, help='--between-resets: the steps trained first')
+    p.add_argument('--reset-steps', type=int, default=300, help='--between-resets: the steps recorded')
     p.add_argument('--out', default='runs/theory', help='where the plot (and the token lists) go')
     args = p.parse_args(argv)
     if args.quick:
@@ -1034,6 +1133,8 @@ def main(argv=None):
             raise
         except (OSError, ValueError, KeyError) as e:
             sys.exit(f"error: {e}")
+    elif args.between_resets:
+        between_resets(args)
     else:
         lemma(args)
 
@@ -1046,3 +1147,6 @@ if __name__ == '__main__':
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except KeyboardInterrupt:
         sys.exit('error: interrupted')
+    except OSError as e:      # the output on a full disk (> /dev/full)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(f'error: cannot write the output ({e.strerror or e})')

@@ -138,9 +138,9 @@ EVAL_CHUNK = 1000   # test problems per forward pass: the memory of an evaluatio
 # of two premises, and --shift 2: training from rows 0 and 2 at random and testing from row 2 puts even the
 # shortest test problem's answer where training has put some. The one layout needs none of it.
 LAYOUT_DEFAULTS = {'shapes': dict(steps=7500, batch_size=128, n_layer=6, shift=2, optimizer='muon', lr=1e-2,
-                                  curriculum=250, decay=0.4, max_premises=2),
+                                  curriculum=250, decay=0.4, max_premises=logic_data.PREMISES['shapes']),
                    'template': dict(steps=4000, batch_size=64, n_layer=3, shift=0, optimizer='adamw', lr=2e-3,
-                                    curriculum=500, decay=0.25, max_premises=1)}
+                                    curriculum=500, decay=0.25, max_premises=logic_data.PREMISES['template'])}
 
 # -----------------------------------------------------------------------------
 # the model: nanoGPT, with identity terms and copy attention
@@ -711,7 +711,7 @@ def main(argv=None):
     try:
         print(plan(cfg, out))                        # (a reader gone already: stopped says so too)
         model, vocab, history = train(cfg, predictions=predictions)
-    except (FloatingPointError, KeyboardInterrupt, BrokenPipeError) as e:   # one line; no empty run folder
+    except (FloatingPointError, KeyboardInterrupt, OSError) as e:   # one line; no empty run folder
         stopped(e, out, created)
     wall, ckpt = time.time() - t0, os.path.join(out, 'ckpt.pt')
     save_checkpoint(ckpt, model, cfg, history)       # at once: what was trained is kept, come what may
@@ -842,10 +842,12 @@ def plan(cfg, out):
     if cfg.curriculum and cfg.max_depth > 1:
         most = cfg.gen_config(0).shape_caps
         shapes = f" (at most {most[0]} facts, {most[1]} side and {most[2]} dead rules)" if most else ''
+        full = (cfg.max_depth - 1) * cfg.curriculum
+        reach = (f"every depth 1-{cfg.max_depth}{' and shape' * bool(shapes)} from step {full}"
+                 if full < cfg.steps else
+                 f"this {cfg.steps}-step run ends at depth {cfg.depth_at(cfg.steps - 1)}")
         lines.append(f"a curriculum: training problems of depth 1{shapes} at first, one depth more every "
-                     f"{cfg.curriculum} steps, every depth 1-{cfg.max_depth}{' and shape' * bool(shapes)} "
-                     f"from step {(cfg.max_depth - 1) * cfg.curriculum} (the tests have every depth from the "
-                     "start)")
+                     f"{cfg.curriculum} steps, {reach} (the tests have every depth from the start)")
     floor = 'zero' if cfg.lr_floor == 0 else 'a tenth' if cfg.lr_floor == 0.1 else f'{cfg.lr_floor:g} of it'
     decay = (f"the full rate until step {round(decay_start(cfg))}, then linearly down to {floor}"
              if cfg.schedule == 'wsd' else f"then a cosine decay to {floor}")
@@ -1040,6 +1042,9 @@ def stopped(e, out, created, saved=None):
     if isinstance(e, BrokenPipeError):   # `| head`: the reader has gone, and a run nobody reads stops
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         e = 'the output was closed (a pipe such as | head ended)'
+    elif isinstance(e, OSError):         # its output on a full disk (> /dev/full): a run nobody reads stops
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        e = f'cannot write the output ({e.strerror or e})'
     sys.exit(f"error: {str(e) or 'interrupted'}; nothing was saved")
 
 
@@ -1543,9 +1548,9 @@ def saved_runs(paths, wanted):
     return list(runs.values()), skipped, differ
 
 
-def settings_error(out, differ, flag='--resume'):
+def settings_error(out, differ, flag='--resume', files=()):
     """The one line that refuses to resume (`flag`: --resume, or --out on a grid's folder) runs trained with
-    other settings, naming each."""
+    other settings, naming each, and the `files` that hold them."""
     theirs_steps = differ.get('steps', (None,))[0]
     quick = {GRID_QUICK['steps']: '--quick', GRID['steps']: 'no --quick'}.get(theirs_steps)
     names = []
@@ -1557,8 +1562,9 @@ def settings_error(out, differ, flag='--resume'):
         else:
             name = '--' + k if k in ('layout', 'precision', 'device') else k
             names.append(f"{name} {theirs} (this grid: {ours})")
-    return (f"{flag} {out}: its runs were trained with {', '.join(dict.fromkeys(names))}; give the same "
-            "settings to finish it, or another folder (its runs are kept as they are)")
+    where = f" (in {', '.join(os.path.basename(f) for f in files)})" if files else ''
+    return (f"{flag} {out}: its runs{where} were trained with {', '.join(dict.fromkeys(names))}; give the "
+            "same settings to finish it, or another folder (its runs are kept as they are)")
 
 
 def grid_command(args, resume, shard=True):
@@ -1587,11 +1593,13 @@ def run_grid(base, seeds, out, workers, log=print, shard=None, flag='--resume', 
     weights_file = os.path.join(out, 'pretrained.pt')
     # --resume: keep the finished runs of these very configurations (the weights too, for the one kept)
     wanted = {(label, cfg.seed): json.loads(json.dumps(asdict(cfg))) for label, cfg, _ in jobs}
+    files = run_files(out)
+    differ = saved_runs(files, wanted)[2]      # every file in the folder, a shard's too: one grid's settings
+    if differ:
+        raise ValueError(settings_error(out, differ, flag, [p for p in files if saved_runs([p], wanted)[2]]))
     if not os.path.isfile(saved):
         open(saved, 'w').close()         # there from the start, for --resume
-    results, skipped, differ = saved_runs([saved] if shard else run_files(out), wanted)   # a shard: its own
-    if differ:
-        raise ValueError(settings_error(out, differ, flag))
+    results, skipped, _ = saved_runs([saved] if shard else files, wanted)       # a shard: its own runs
     pretrained, kept = None, next(((label, cfg) for label, cfg, keep in mine if keep), None)  # (a shard's?)
     try:
         if kept:
@@ -2116,3 +2124,6 @@ if __name__ == '__main__':
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except KeyboardInterrupt:  # outside training and the grid (they say what they kept): --ckpt, start-up
         sys.exit('error: interrupted')
+    except OSError as e:       # the output on a full disk (> /dev/full), after training's own checks
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(f'error: cannot write the output ({e.strerror or e})')
