@@ -539,6 +539,8 @@ def beyond_training(cfg, p):
     have = dict(facts=len(p.facts), rules=len(p.rules), chain=len(p.chain))
     over = [f"{have[k]} {'chain steps' if k == 'chain' else k} (training: at most {most[k]})"
             for k in most if have[k] > most[k]]
+    if cfg.layout == 'template' and (len(p.facts) != 2 or len(p.rules) < 3):
+        over.append('a shape outside the one layout (2 facts, the path, 2 dead rules)')
     depth = derivation_depth(p)
     if depth > cfg.max_depth:
         over.append(f'a derivation {depth} rules deep ({depth - cfg.max_depth} beyond the planted paths '

@@ -69,6 +69,20 @@ def run(script, *args):
 # the solver and the generator
 
 
+def test_the_closing_try_line_suggests_a_problem_the_model_was_built_for():
+    """After a run of rules of one premise or of the one layout, the suggested problem is of that kind
+    (no conjunction, the layout's shape), provable; the demo's model gets TRY_PROBLEM."""
+    assert U.try_problem(U.Config()) == U.TRY_PROBLEM
+    for cfg in (U.Config(max_premises=1), U.Config(layout='template')):
+        p = L.parse(U.try_problem(cfg))
+        assert p.answer and all(len(ps) == 1 for ps, _ in p.rules)
+        assert L.beyond_training(cfg.gen_config(), p) is None
+    assert len(L.parse(U.try_problem(U.Config(layout='template'))).facts) == 2
+    # a problem outside the one layout is noted for a model of it, even where no count is over
+    assert 'a shape outside the one layout' in L.beyond_training(U.Config(layout='template').gen_config(),
+                                                     L.parse('a . a -> b . ? b'))
+
+
 def test_derivation_depth_and_the_beyond_training_note_by_depth():
     """The depth is the longest run of rules behind a derived atom (what the chain-length tests count);
     deeper than training's planted paths is beyond training, and the note says so with the depth."""
@@ -1209,11 +1223,13 @@ def test_ask_says_when_a_problem_lies_beyond_training(capsys):
     five = L.parse('u1 . u2 . u3 . u4 . u5 . u1 -> u6 . ? u6')
     assert L.beyond_training(g, five) == 'this problem has 5 facts (training: at most 4)'
     long = L.parse(' . '.join(f'u{i} -> u{i + 1}' for i in range(5)) + ' . u0 u9 -> u8 . u0 . ? u5')
-    assert L.beyond_training(g, long) == ('this problem has 5 chain steps (training: at most 4), '
+    assert L.beyond_training(g, long) == ('this problem has 5 chain steps (training: at most 4), a derivation 5 '
+                                          'rules deep (3 beyond the planted paths of training, at most 2), '
                                           'a rule with 2 premises (training: at most 1)')
     three = L.parse('u1 . u2 . u3 . u1 -> u4 . ? u4')
     assert L.beyond_training(replace(g, layout='template'), three) == \
-        'this problem has 3 facts (training: at most 2)'
+        'this problem has 3 facts (training: at most 2), a shape outside the one layout (2 facts, the path, ' \
+        '2 dead rules)'
 
 
 def test_students_own_names_are_written_as_unseen_names(trained, tmp_path):
@@ -1900,7 +1916,8 @@ def test_grid_writes_table_figure_and_fine_tuning_contrast_and_resumes(tmp_path,
     U.main(['--grid', '--resume', str(tmp_path), '--precision', 'fp32'])
     out = capsys.readouterr().out
     for why in ('3 damaged lines (half-written by a crash, or edited) left aside',
-                f'{tmp_path}/pretrained.pt unreadable or of another model: its run trained again'):
+                f'{tmp_path}/pretrained.pt unreadable or of another model: the standard run (seed 0) '
+                'trained again, for the fine-tuning contrast that starts from its weights'):
         kept_standard = any((json.loads(x)['row'], json.loads(x)['seed']) == ('standard', 0)
                             for x in lines[:3])
         assert why in out or ('pretrained' in why and not kept_standard), out
@@ -1908,6 +1925,11 @@ def test_grid_writes_table_figure_and_fine_tuning_contrast_and_resumes(tmp_path,
     now = (tmp_path / 'grid_runs.jsonl').read_text()
     retrained = len(lines) - 3 + kept_standard               # the standard run again, for its weights
     assert now.startswith(left + '\n') and len(now.splitlines()) == len(left.splitlines()) + retrained
+    # shards gathered without pretrained.pt: the standard run again, and the line says why
+    (tmp_path / 'pretrained.pt').unlink()
+    U.main(['--grid', '--resume', str(tmp_path), '--precision', 'fp32'])
+    assert (f'{tmp_path}/pretrained.pt missing: the standard run (seed 0) trained again, for the fine-tuning '
+            'contrast') in capsys.readouterr().out
 
 
 def test_two_shards_gathered_give_the_runs_and_table_of_one_whole_grid(tmp_path, tiny_grid, capsys):

@@ -726,7 +726,7 @@ def main(argv=None):
     print(f"trained in {duration(wall)}")
     mistakes(model, vocab, args.unseen, predictions)
     print(f"\nwrote {out}/ckpt.pt, {out}/training.png and {out}/ckpt_rows.png; try:\n"
-          f"  python unseen.py --ckpt {out}/ckpt.pt --ask '{TRY_PROBLEM}'")
+          f"  python unseen.py --ckpt {out}/ckpt.pt --ask '{try_problem(cfg)}'")
 
 
 # =============================================================================
@@ -827,6 +827,17 @@ def duration(seconds):
 
 # the closing line's problem: a conjunction that waits (u75 u29 -> u13), one that never fires (u13 u40 -> u2)
 TRY_PROBLEM = 'u92 . u29 . u75 u29 -> u13 . u40 -> u3 . u92 -> u75 . u13 u40 -> u2 . ? u3'
+
+
+def try_problem(cfg):
+    """The closing line's problem for this model: TRY_PROBLEM where the model reads conjunctions on problems
+    of every shape, else a provable one of the model's own kind (one layout, or rules of one premise)."""
+    if cfg.layout == 'shapes' and cfg.max_premises >= 2:
+        return TRY_PROBLEM
+    rng, vocab = random.Random(0), logic_data.Vocab(cfg.n_symbols)
+    draw = lambda: logic_data.make_problems(rng, cfg.gen_config(), vocab, 1, 'all')[0]
+    p = next(p for p in iter(draw, None) if p.answer and len(p.chain) >= 2)
+    return logic_data.to_text(p).partition(' :')[0]
 
 
 def count_params(cfg):
@@ -1606,8 +1617,10 @@ def run_grid(base, seeds, out, workers, log=print, shard=None, flag='--resume', 
             pretrained = torch.load(weights_file)
             make_model(kept[1], pretrained)                          # of this very configuration
     except Exception:   # none, damaged, or another model's: the run whose weights fine-tuning needs, again
-        if os.path.exists(weights_file) and any(r['row'] == kept[0] for r in results):
-            skipped[f'{weights_file} unreadable or of another model: its run trained again'] = 1
+        if any((r['row'], r['seed']) == (kept[0], kept[1].seed) for r in results):
+            why = 'unreadable or of another model' if os.path.exists(weights_file) else 'missing'
+            skipped[f'{weights_file} {why}: the {kept[0]} run (seed {kept[1].seed}) trained again, for '
+                    'the fine-tuning contrast that starts from its weights'] = 1
         results = [r for r in results if (r['row'], r['seed']) != (kept[0], kept[1].seed)]
     done_before = {(r['row'], r['seed']) for r in results}
     todo = [(job,) for job in mine if (job[0], job[1].seed) not in done_before]
