@@ -69,6 +69,31 @@ def run(script, *args):
 # the solver and the generator
 
 
+def test_first_mistake_names_how_one_step_of_forward_chaining_broke():
+    """Each kind on a hand-checked problem: a . b . a -> c . c b -> d . a -> e . e -> q . ? d (chain c d T)."""
+    p = L.parse('a . b . a -> c . c b -> d . a -> e . e -> q . ? d')
+    assert (p.chain, p.answer) == (['c', 'd'], True)
+    target = ['c', 'd', 'T', '<eos>']
+    kind = lambda *pred: U.first_mistake(p, target, list(pred) + target[len(pred):])
+    assert kind() is None
+    assert kind('F') == (1, 'stopped early (T or F for an atom)')
+    assert kind('a') == (1, 'an atom already known')
+    assert kind('e') == (1, 'a rule that fires, but not the first listed')
+    assert kind('d') == (1, 'a rule whose premises are not all known')        # c is not known yet
+    assert kind('z') == (1, 'a name no rule derives')
+    assert kind('c', 'e') == (2, 'a rule that fires, but not the first listed')
+    assert kind('c', 'd', 'F') == (3, 'the wrong answer')
+    assert kind('c', 'd', 'e') == (3, 'went on past the known query')
+    assert kind('c', 'd', 'q') == (3, 'a rule whose premises are not all known')
+    assert kind('c', 'd', 'T', 'T') == (4, 'no <eos>')
+    vocab = L.Vocab(10)
+    q = L.parse('x0 . x0 -> x1 . x1 -> x2 . ? x2')
+    x, y = U.make_batch([q], vocab)
+    pred = y.clone()
+    pred[0, (y[0] != -1).nonzero()[1]] = vocab.stoi['F']                      # stops at step 2
+    assert U.mistake_counts([q], y, pred, vocab) == {'stopped early (T or F for an atom)': {2: 1}}
+
+
 def test_the_closing_try_line_suggests_a_problem_the_model_was_built_for():
     """After a run of rules of one premise or of the one layout, the suggested problem is of that kind
     (no conjunction, the layout's shape), provable; the demo's model gets TRY_PROBLEM."""

@@ -687,11 +687,12 @@ def verdict(cfg, history, headline, shapes=None, predictions=None):
     elif last['norm_unseen'] < 0.5 * last['norm_train'] and not cfg.freeze_emb:
         lines.append(f"         its unseen unembeddings shrank (mean norm {last['norm_unseen']:.2f}, "
                      f"training rows {last['norm_train']:.2f}): their logits lose to the training names'.")
-    last_at = last_reset(cfg, last['step'])
+    step = last.get('step', cfg.steps)               # (--ckpt: the model as saved, at the run's end)
+    last_at = last_reset(cfg, step)
     if last_at is not None:   # which model a resetting run is judged by
-        just = last_at == last['step']
+        just = last_at == step
         lines.append("         (evaluated just after a reset of the names' rows, as saved)" if just
-                     else f"         (evaluated {last['step'] - last_at} steps after the last reset, at step "
+                     else f"         (evaluated {step - last_at} steps after the last reset, at step "
                      f"{last_at}: the names' rows have trained since)")
     lines.append(f"         ({run_name(cfg)}: {attention_summary(cfg)})")
     return '\n'.join(lines)
@@ -912,6 +913,44 @@ def accuracy_by_position(problems, y, pred):
     return mean(counts), mean(stops)
 
 
+MISTAKE_KINDS = ('stopped early (T or F for an atom)', 'an atom already known',
+                 'a rule that fires, but not the first listed', 'a rule whose premises are not all known',
+                 'a name no rule derives', 'went on past the known query', 'the wrong answer', 'no <eos>')
+
+
+def first_mistake(p, target, pred):
+    """(chain position from 1, kind from MISTAKE_KINDS) of the first target token the model gets wrong given
+    the right prefix (`target`, `pred`: token strings), or None: where one step of forward chaining broke.
+    An atom written where the chain has ended is judged as a step too (why no rule should have fired)."""
+    k = next((i for i, (t, q) in enumerate(zip(target, pred)) if t != q), None)
+    if k is None:
+        return None
+    known, token = set(p.facts) | set(p.chain[:k]), pred[k]
+    if k > len(p.chain):
+        return k + 1, MISTAKE_KINDS[7]
+    answer = token in ('T', 'F', '<eos>')
+    if k == len(p.chain) and answer:
+        return k + 1, MISTAKE_KINDS[6]
+    fire = [h for ps, h in p.rules if h not in known and all(a in known for a in ps)]
+    heads = {h for _, h in p.rules}
+    kind = (0 if answer else 1 if token in known else (2 if k < len(p.chain) else 5) if token in fire
+            else 3 if token in heads else 4)
+    return k + 1, MISTAKE_KINDS[kind]
+
+
+def mistake_counts(problems, y, pred, vocab):
+    """{kind: {chain position: count}} over the problems the model gets wrong (`evaluate`'s predictions)."""
+    counts = {kind: {} for kind in MISTAKE_KINDS}
+    for i, p in enumerate(problems):
+        at = y[i] != -1
+        words = lambda ids: vocab.decode(ids[at].tolist()).split()
+        found = first_mistake(p, words(y[i]), words(pred[i]))
+        if found:
+            pos, kind = found
+            counts[kind][pos] = counts[kind].get(pos, 0) + 1
+    return {k: v for k, v in counts.items() if v}
+
+
 def mistakes(model, vocab, scenario, predictions, n=3):
     """Where the model goes wrong on a test scenario, from its last evaluation (`evaluate`'s predictions): the
     teacher-forced accuracy per position, and its first n wrong problems under greedy decoding."""
@@ -922,6 +961,11 @@ def mistakes(model, vocab, scenario, predictions, n=3):
     print("  ... and how often it stops at a chain step instead (writes T or F): " +
           ' | '.join(f"{k} {v:.1%}" for k, v in stops.items()))
     wrong = [p for p, ok in zip(problems, (pred == y).all(dim=1)) if not ok]
+    kinds = mistake_counts(problems, y, pred, vocab)
+    if kinds:
+        print("  the first wrong token of each mistake: " + ' | '.join(
+            f"{kind} {sum(at.values())} (at step {', '.join(map(str, sorted(at)))})"
+            for kind, at in kinds.items()))
     print(f"first {min(n, len(wrong))} of {len(wrong)} mistakes on '{scenario}' (greedy decoding):"
           if wrong else f"no mistakes on the {len(problems)} '{scenario}' problems")
     model.eval()
