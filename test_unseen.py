@@ -70,7 +70,7 @@ def run(script, *args):
 
 
 def test_first_mistake_names_how_one_step_of_forward_chaining_broke():
-    """Each kind on a hand-checked problem: a . b . a -> c . c b -> d . a -> e . e -> q . ? d (chain c d T)."""
+    """Each kind on a hand-checked problem: a . b . a -> c . c b -> d . a -> e . e -> q . ? d (c d T)."""
     p = L.parse('a . b . a -> c . c b -> d . a -> e . e -> q . ? d')
     assert (p.chain, p.answer) == (['c', 'd'], True)
     target = ['c', 'd', 'T', '<eos>']
@@ -108,19 +108,20 @@ def test_the_closing_try_line_suggests_a_problem_the_model_was_built_for():
                                                      L.parse('a . a -> b . ? b'))
 
 
-def test_derivation_depth_and_the_beyond_training_note_by_depth():
-    """The depth is the longest run of rules behind a derived atom (what the chain-length tests count);
-    deeper than training's planted paths is beyond training, and the note says so with the depth."""
+def test_derivation_depth_and_the_note_by_depth():
+    """The depth is the longest run of rules behind a derived atom (what the chain-length tests count); a
+    derivation deeper than training's planted paths gets its own note (rare in training, not absent: side
+    rules extend a few paths), from --ask and --problems alike."""
     p = L.parse('a . c . a -> b . b c -> d . d -> e . ? e')
     assert L.derivation_depth(p) == 3 and L.derivation_depth(L.parse('a . ? a')) == 0
     assert L.derivation_depth(L.parse('a . a -> b . a -> c . c -> d . ? z')) == 2     # b 1, c 1, d 2
     cfg = L.GenConfig(max_depth=4)
     five = L.parse('a . a -> b . b -> c . c -> d . d -> e . e -> f . ? f')
-    assert L.beyond_training(cfg, p) is None
-    assert L.beyond_training(cfg, five) == ('this problem has a derivation 5 rules deep (1 beyond the planted '
-                                            'paths of training, at most 4)')
+    assert L.depth_note(cfg, p) is None and L.beyond_training(cfg, five) is None
+    assert L.depth_note(cfg, five) == ('its derivation is 5 rules deep, 1 beyond the planted paths of '
+                                       'training (at most 4): few or no training problems were this deep')
     r = run('unseen.py', '--ckpt', 'assets/headline.pt', '--ask', L.to_text(five).rpartition(':')[0])
-    assert r.returncode == 0 and 'a derivation 5 rules deep' in r.stdout
+    assert r.returncode == 0 and 'note: its derivation is 5 rules deep' in r.stdout
 
 
 def test_solver_on_hand_checked_problems():
@@ -1248,13 +1249,12 @@ def test_ask_says_when_a_problem_lies_beyond_training(capsys):
     five = L.parse('u1 . u2 . u3 . u4 . u5 . u1 -> u6 . ? u6')
     assert L.beyond_training(g, five) == 'this problem has 5 facts (training: at most 4)'
     long = L.parse(' . '.join(f'u{i} -> u{i + 1}' for i in range(5)) + ' . u0 u9 -> u8 . u0 . ? u5')
-    assert L.beyond_training(g, long) == ('this problem has 5 chain steps (training: at most 4), a derivation 5 '
-                                          'rules deep (3 beyond the planted paths of training, at most 2), '
+    assert L.beyond_training(g, long) == ('this problem has 5 chain steps (training: at most 4), '
                                           'a rule with 2 premises (training: at most 1)')
     three = L.parse('u1 . u2 . u3 . u1 -> u4 . ? u4')
     assert L.beyond_training(replace(g, layout='template'), three) == \
-        'this problem has 3 facts (training: at most 2), a shape outside the one layout (2 facts, the path, ' \
-        '2 dead rules)'
+        'this problem has 3 facts (training: at most 2), a shape outside the one layout (2 facts, the ' \
+        'path, 2 dead rules)'
 
 
 def test_students_own_names_are_written_as_unseen_names(trained, tmp_path):
@@ -1398,9 +1398,11 @@ def test_the_class_path_quotes_what_the_shipped_checkpoints_print():
     """The lines the README's class path quotes (log lines and the two verdicts) are lines the shipped
     checkpoints print: the verdicts from their stored histories, the log lines too."""
     text = open('README.md').read()
-    block = text[text.index('<!-- quoted: class path -->'):].split('\n')[2:]
-    block = block[:next(i for i, line in enumerate(block) if line and not line.startswith('    '))]
-    quoted = [line[4:] for line in block if line.startswith('    ')]
+    quoted = []
+    for marker in ('class path', 'demo log'):
+        block = text[text.index(f'<!-- quoted: {marker} -->'):].split('\n')[2:]
+        block = block[:next(i for i, line in enumerate(block) if line and not line.startswith('    '))]
+        quoted += [line[4:] for line in block if line.startswith('    ')]
     printed = []
     for ck in ('assets/standard.pt', 'assets/headline.pt'):
         stored = torch.load(ck, weights_only=False)
@@ -1408,7 +1410,7 @@ def test_the_class_path_quotes_what_the_shipped_checkpoints_print():
         said = U.verdict(cfg, stored['history'], 'all', stored['shapes'])
         printed += said.splitlines()
         printed += [U.progress_line(h, cfg.steps) for h in stored['history']]      # the run's log
-    assert len(quoted) >= 6          # two log lines, two verdicts of two lines each
+    assert len(quoted) >= 14         # two log lines, the two verdicts whole
     missing = [line for line in quoted if line.strip() not in {p.strip() for p in printed}]
     assert not missing, missing
 
@@ -1542,7 +1544,9 @@ def test_problems_file_is_solved_and_scored_like_greedy_decoding(trained, tmp_pa
     r = run('unseen.py', '--ckpt', str(path), '--problems', str(f))
     assert r.returncode == 0, r.stderr
     t = [ok for ok, p in zip(right, problems) if p.answer]
-    assert r.stdout.splitlines()[0] == (
+    deep = [p for p in problems if L.derivation_depth(p) > g.max_depth]      # side rules: a few are deeper
+    assert deep and r.stdout.splitlines()[0].startswith(f'note: {len(deep)} of 40 problems are deeper than ')
+    assert r.stdout.splitlines()[1] == (
         f"{f}: {sum(right)} of 40 problems solved ({sum(right) / 40:.1%}; provable {sum(t)} of {len(t)}, "
         f"unprovable {sum(right) - sum(t)} of {40 - len(t)})")
     assert 0 < sum(right) < 40                                                 # the count has teeth
@@ -1740,8 +1744,8 @@ def test_main_writes_checkpoint_plot_and_verdict(tmp_path):
     assert r.returncode == 0, r.stderr
     assert 'step    10 |' in r.stdout and 'verdict:' in r.stdout and 'query *' in r.stdout
     assert ('a curriculum: training problems of depth 1 (at most 2 facts, 0 side and 1 dead rules) at first, '
-            'one depth more every 250 steps, this 20-step run ends at depth 1 (the tests have every depth from '
-            'the start)') in r.stdout
+            'one depth more every 250 steps, this 20-step run ends at depth 1 (the tests have every depth '
+            'from the start)') in r.stdout
     assert 'every depth 1-4 and shape from step 750' in U.plan(U.Config(), 'out')
     assert 'teacher-forced accuracy per target position (query): step 1 ' in r.stdout
     assert ("Muon 0.006 on the blocks' matrices, AdamW 0.01 on the rest: a 100-step warmup, which this "
@@ -2106,6 +2110,26 @@ def test_theory_demo_refuses_an_unwritable_out_before_any_work(tmp_path):
     assert r.returncode == 1 and r.stderr.strip().splitlines() == [
         f"error: --out {tmp_path / 'a-file' / 'out'}: cannot write there (Not a directory)"]
     assert 'classes' not in r.stdout and time.time() - t < 30          # before the lemma is computed
+
+
+def test_between_resets_adamw_lines_the_unseen_rows_up_and_sgd_does_not():
+    """theory_demo Part 4 on a small model: from one point of training with resets every 20 steps, AdamW on
+    the (un)embeddings lines the unseen rows up before the next reset; SGD (and AdamW at a tenth of the
+    rate) leaves them apart. The regrouping moves the (un)embedding matrix, and only it."""
+    cfg = replace(TINY, forget_every=20, steps=400, optimizer='muon', lr=1e-2)
+    model = U.make_model(cfg)
+    emb = model.lm_head.weight
+    sgd = TD.embedding_optimizer(U.make_optimizer(model, cfg), model, cfg, 'sgd')
+    assert [p for o in sgd.optimizers for g in o.param_groups for p in g['params'] if p is emb] == [emb]
+    assert isinstance(sgd.optimizers[-1], torch.optim.SGD)
+    assert sgd.optimizers[-1].param_groups[0]['params'] == [emb]
+    tenth = TD.embedding_optimizer(U.make_optimizer(model, cfg), model, cfg, 'tenth')
+    assert [g['lr'] for g in tenth.param_groups if any(p is emb for p in g['params'])] == [cfg.lr / 10]
+    curves = TD.reset_curves(cfg, 40, 39, log=lambda line: None)
+    before = {name: cos[-1] for name, cos in curves.items()}           # step 79, just before the reset at 80
+    adamw, tenth, sgd = (before[name] for name in TD.RESET_VARIANTS)
+    assert adamw > 0.3 and tenth < 0.1 and sgd < 0.1, before
+    assert all(abs(cos[0]) < 0.05 for cos in curves.values())         # step 40: just reset, apart
 
 
 def test_lemma_bound_on_one_hand_worked_step():

@@ -36,8 +36,17 @@ words; measured, it does not: 74% at step 900, the README's table).
 The same in miniature, on this project's own model: `unseen.py --grid` fine-tunes its standard model (unseen
 rows collapsed) on problems in unseen names from collapsed, fresh and copied rows (unseen.finetune_contrast).
 
-Read it as the three demos, in this order: Part 1, the lemma; Part 2, the real checkpoint's reserved tokens
-and the cluster finder, then the file readers they use; Part 3, the fine-tuning; then the command line.
+Part 4: how fast the collapse comes back between resets of the names' rows (unseen.py --forget-every), with
+the optimiser people use. The grid's model is trained with resets every 100 steps, its unseen rows' cosine
+recorded at every step, with AdamW on the (un)embeddings (the grid's), AdamW at a tenth of the rate, and
+plain SGD: AdamW lines them up within tens of steps (its normalised step turns their tiny, shared gradient
+into a full-size one), SGD does not move them (10 minutes on one core):
+
+    python theory_demo.py --between-resets
+
+Read it as the four demos, in this order: Part 1, the lemma; Part 2, the real checkpoint's reserved tokens
+and the cluster finder, then the file readers they use; Part 3, the fine-tuning; Part 4, between resets;
+then the command line.
 It imports unseen.py for what both share (matplotlib for the plots, the collapse metric, the write check,
 and for Part 3 the padding and exact match); unseen.py imports nothing from here.
 """
@@ -971,47 +980,52 @@ def embedding_optimizer(opt, model, cfg, how):
     return unseen.Optimizers(adamw, *rest, sgd)
 
 
-def between_resets(args):
-    """The grid's standard model trained with resets of the names' rows every K steps (the grid's
-    --forget-every), its unseen rows' mean pairwise cosine recorded at every step, for each way of training
-    the (un)embeddings in RESET_VARIANTS; all start from one model trained args.reset_start steps the grid's
-    way, then run args.reset_steps more. Plot: cosine against the step, the resets marked."""
-    cfg = unseen.Config(**unseen.GRID, forget_every=unseen.GRID_FORGET_EVERY, precision='fp32')
+def reset_curves(cfg, start, steps, log=print):
+    """{way of training the (un)embeddings: the unseen rows' mean pairwise cosine at each step} for each of
+    RESET_VARIANTS: one model trained `start` steps the grid's way (resets of the names' rows every
+    cfg.forget_every), then `steps` more each way from that same point."""
     vocab = L.Vocab(cfg.n_symbols)
-    print(f"between resets: the grid's model ({cfg.n_layer} layers, {cfg.steps}-step schedule), the names' "
-          f"rows reset every {cfg.forget_every} steps; {args.reset_start} steps the grid's way, then "
-          f"{args.reset_steps} more for each way of training the (un)embeddings ...", flush=True)
-    t0 = time.time()
     model = unseen.make_model(cfg)
     opt = unseen.make_optimizer(model, cfg)
     data = unseen.batches(random.Random(cfg.seed), cfg, vocab)
-    for step in range(args.reset_start):
+    for step in range(start):
         if unseen.forgets_at(cfg, step):
             unseen.forget_embeddings(model, opt, vocab.name_ids)
         unseen.set_lr(opt, cfg, step)
         unseen.train_step(model, opt, *next(data))
-    start = ({k: v.clone() for k, v in model.state_dict().items()}, [o.state_dict() for o in opt.optimizers])
+    weights, states = model.state_dict(), [o.state_dict() for o in opt.optimizers]
     curves = {}
     for name, how in RESET_VARIANTS.items():
-        model = unseen.make_model(cfg, start[0])
+        model = unseen.make_model(cfg, weights)
         base = unseen.make_optimizer(model, cfg)
-        for o, state in zip(base.optimizers, start[1]):
+        for o, state in zip(base.optimizers, states):
             o.load_state_dict(state)
         opt = embedding_optimizer(base, model, cfg, how)
         data = unseen.batches(random.Random(cfg.seed + 1), cfg, vocab)
-        cos = []
-        for step in range(args.reset_start, args.reset_start + args.reset_steps + 1):
+        cos = curves[name] = []
+        for step in range(start, start + steps + 1):
             if unseen.forgets_at(cfg, step):
                 unseen.forget_embeddings(model, opt, vocab.name_ids)
             cos.append(unseen.rows_stats(model, vocab)['cos_unseen'])
             unseen.set_lr(opt, cfg, step)
             unseen.train_step(model, opt, *next(data))
-        curves[name] = cos
         k = cfg.forget_every
-        after = [cos[i] for i in range(len(cos)) if (args.reset_start + i) % k == k - 1]   # just before a reset
-        tens = [cos[i] for i in range(len(cos)) if (args.reset_start + i) % k == 10]
-        print(f"  {name:<62} unseen-row cosine 10 steps after a reset {sum(tens) / max(1, len(tens)):.2f}, "
-              f"just before the next {sum(after) / max(1, len(after)):.2f}", flush=True)
+        at = lambda phase: [c for i, c in enumerate(cos) if (start + i) % k == phase]
+        mean = lambda xs: sum(xs) / max(1, len(xs))
+        log(f"  {name:<62} unseen-row cosine 10 steps after a reset {mean(at(10)):.2f}, just before the "
+            f"next {mean(at(k - 1)):.2f}")
+    return curves
+
+
+def between_resets(args):
+    """Part 4 on the grid's model (its standard row with --forget-every, float32): reset_curves from step
+    args.reset_start for args.reset_steps steps, and the plot (the resets marked)."""
+    cfg = unseen.Config(**unseen.GRID, forget_every=unseen.GRID_FORGET_EVERY, precision='fp32')
+    print(f"between resets: the grid's model ({cfg.n_layer} layers, {cfg.steps}-step schedule), the names' "
+          f"rows reset every {cfg.forget_every} steps; {args.reset_start} steps the grid's way, then "
+          f"{args.reset_steps} more for each way of training the (un)embeddings ...", flush=True)
+    t0 = time.time()
+    curves = reset_curves(cfg, args.reset_start, args.reset_steps, log=lambda line: print(line, flush=True))
     print(f"({time.time() - t0:.0f} s)")
     plot_between_resets(curves, cfg, args, os.path.join(args.out, 'between_resets.png'))
     return curves

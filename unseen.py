@@ -330,15 +330,15 @@ def make_model(cfg, weights=None):
 
 
 @torch.no_grad()
-def init_embeddings(model):
+def init_embeddings(model, rows=slice(None)):
     """Orthogonal (un)embeddings. With vocab V <= width C the rows are orthonormal; with V > C (ours) the
     columns are: a tight frame, the rows spread as evenly as C dimensions allow, scaled to mean row norm
-    cfg.emb_norm. Untied, the input embedding starts as a copy of the unembedding."""
-    w = model.lm_head.weight
+    cfg.emb_norm. Untied, the input embedding starts as a copy of the unembedding. `rows`: only these."""
+    w = torch.empty_like(model.lm_head.weight)
     V, C = w.shape
     nn.init.orthogonal_(w, gain=model.cfg.emb_norm * math.sqrt(max(V / C, 1.0)))
-    if not model.cfg.tie_emb:
-        model.transformer.wte.weight.copy_(w)
+    for m in model.embeddings():
+        m[rows] = w[rows]
 
 
 def freeze_embeddings(model):
@@ -349,33 +349,23 @@ def freeze_embeddings(model):
 
 @torch.no_grad()
 def forget_embeddings(model, optimizer, rows):
-    """Active forgetting (Chen et al. 2023), of the names' rows only (`rows`: Vocab.name_ids): a fresh
-    orthogonal draw for them, their AdamW state zeroed. The signs' rows ('->', '.', '?', T, F, ...) and
-    their state are kept: they are the language around the symbols, and re-drawn every K steps the model
-    would learn to read the problem again and again (the notebook: 0% just after such a reset)."""
-    fresh = torch.empty_like(model.lm_head.weight)
-    nn.init.orthogonal_(fresh, gain=model.cfg.emb_norm * math.sqrt(max(fresh.size(0) / fresh.size(1), 1.0)))
-    rows = torch.as_tensor(rows, device=fresh.device)
-    for w in model.embeddings():    # untied: both matrices take the same rows, as at the start
-        w[rows] = fresh[rows]
+    """Active forgetting (Chen et al. 2023) of the names' rows (`rows`: Vocab.name_ids): a fresh orthogonal
+    draw, their AdamW state zeroed. The signs ('->', '.', T, F, ...) keep theirs: re-drawn too, the model
+    learns to read the problem again every K steps (the notebook: 0% just after such a reset)."""
+    init_embeddings(model, rows)
+    for w in model.embeddings():
         for k, v in optimizer.state.get(w, {}).items():   # exp_avg, exp_avg_sq (their rows); step is shared
             if k != 'step':
                 v[rows] = 0
 
 
 def forgets_at(cfg, step):
-    """Is there a reset of the names' rows after `step` optimizer steps (before step + 1)? Every
-    cfg.forget_every steps up to cfg.forget_until, the last step included: a resetting run evaluates,
-    plots and saves the model just after a reset (its rows fresh, as a frozen model's are; 100 steps later
-    AdamW has lined them up again: the notebook)."""
+    """A reset after `step` steps? Every cfg.forget_every up to cfg.forget_until, and on the last step if
+    resets go on to the end: a run is evaluated and saved with fresh rows (AdamW lines them up in tens of
+    steps: theory_demo.py --between-resets)."""
     through = cfg.forget_until == 0 or cfg.forget_until >= cfg.steps      # resets all through training
     return (cfg.forget_every > 0 and step > 0 and (step <= cfg.forget_until or through)
             and (step % cfg.forget_every == 0 or (through and step == cfg.steps)))
-
-
-def last_reset(cfg, step):
-    """The step of the last reset at or before `step` (None: none yet)."""
-    return max((s for s in range(1, step + 1) if forgets_at(cfg, s)), default=None)
 
 # -----------------------------------------------------------------------------
 # optimisation: Muon and AdamW, warm-up, then a stable rate and a decay (or cosine decay)
@@ -614,13 +604,9 @@ def train(cfg, log=print, predictions=None):
     history, losses, seconds, t0 = [], [], [], time.time()
     hold = hold_unused_rows(model, vocab) if cfg.freeze_unused else lambda: None
     for step in range(cfg.steps + 1):
-        evaluating = step % cfg.eval_every == 0 or step == cfg.steps
-        before = {}
+        evaluating, before = step % cfg.eval_every == 0 or step == cfg.steps, {}
         if forgets_at(cfg, step):   # the reset first: a resetting run evaluates and saves a model just reset
-            if evaluating:          # ... and says what the rows had become since the last one (the notebook)
-                b = evaluate(model, vocab, {'all': sets['all']}, cfg.device)
-                before = dict(all_before_reset=b['all'],
-                              cos_before_reset=rows_stats(model, vocab)['cos_unseen'])
+            before = before_reset(model, vocab, sets, cfg) if evaluating else {}   # (and the rows before it)
             forget_embeddings(model, optimizer, vocab.name_ids)
         if evaluating:
             acc = evaluate(model, vocab, sets, cfg.device, predictions)
@@ -673,27 +659,9 @@ def verdict(cfg, history, headline, shapes=None, predictions=None):
         if last[headline] - named > 0.005:
             lines.append(f"         (on the problems whose chain writes a name: {named:.1%}; the others ask "
                          "about a fact: T, with no name to write.)")
-        if shapes:
-            held = held_out_mean(shapes)
-            lines.append(f"         on shapes it never trained on it solves {held['none']:.1%} in training "
-                         f"symbols, {held['all']:.1%} in unseen ones.")
-            longer = longer_sets(cfg, shapes)
-            each = lambda s: ' / '.join(f"{shapes[n][s]:.1%}" for n in longer.values())
-            lines += [f"         on chains {' / '.join(map(str, longer))} steps longer than any in training: "
-                      f"{each('none')} in training symbols, {each('all')} in unseen."] if longer else []
-    if last['cos_unseen'] > 0.5 and not cfg.freeze_emb:
-        lines.append(f"         its unseen unembeddings collapsed (mean cosine {last['cos_unseen']:.2f}): "
-                     "it cannot tell unseen symbols apart.")
-    elif last['norm_unseen'] < 0.5 * last['norm_train'] and not cfg.freeze_emb:
-        lines.append(f"         its unseen unembeddings shrank (mean norm {last['norm_unseen']:.2f}, "
-                     f"training rows {last['norm_train']:.2f}): their logits lose to the training names'.")
-    step = last.get('step', cfg.steps)               # (--ckpt: the model as saved, at the run's end)
-    last_at = last_reset(cfg, step)
-    if last_at is not None:   # which model a resetting run is judged by
-        just = last_at == step
-        lines.append("         (evaluated just after a reset of the names' rows, as saved)" if just
-                     else f"         (evaluated {step - last_at} steps after the last reset, at step "
-                     f"{last_at}: the names' rows have trained since)")
+        lines += shapes_note(cfg, shapes) if shapes else []      # shapes and lengths it never trained on
+    lines += rows_note(cfg, last)                                # collapsed, or shrunk, unseen rows
+    lines += reset_note(cfg, last.get('step', cfg.steps))       # which model a resetting run is judged by
     lines.append(f"         ({run_name(cfg)}: {attention_summary(cfg)})")
     return '\n'.join(lines)
 
@@ -739,6 +707,52 @@ def main(argv=None):
 
 # -----------------------------------------------------------------------------
 # outputs: the log line, the plan, the mistakes, the plots, the checkpoint, the output folder
+
+
+def shapes_note(cfg, shapes):
+    """The verdict's lines on the shapes and the chain lengths the model never trained on."""
+    held, longer = held_out_mean(shapes), longer_sets(cfg, shapes)
+    lines = [f"         on shapes it never trained on it solves {held['none']:.1%} in training symbols, "
+             f"{held['all']:.1%} in unseen ones."]
+    each = lambda s: ' / '.join(f"{shapes[n][s]:.1%}" for n in longer.values())
+    steps = ' / '.join(map(str, longer))
+    return lines + ([f"         on chains {steps} steps longer than any in training: {each('none')} in "
+                     f"training symbols, {each('all')} in unseen."] if longer else [])
+
+
+def rows_note(cfg, last):
+    """The verdict's line on the unseen rows of a model that trains them: collapsed, or shrunk."""
+    if cfg.freeze_emb:
+        return []
+    if last['cos_unseen'] > 0.5:
+        return [f"         its unseen unembeddings collapsed (mean cosine {last['cos_unseen']:.2f}): it "
+                "cannot tell unseen symbols apart."]
+    if last['norm_unseen'] < 0.5 * last['norm_train']:
+        return [f"         its unseen unembeddings shrank (mean norm {last['norm_unseen']:.2f}, training "
+                f"rows {last['norm_train']:.2f}): their logits lose to the training names'."]
+    return []
+
+
+def before_reset(model, vocab, sets, cfg):
+    """What a resetting run's log line says of the rows just before a reset: 'all' and their cosine."""
+    return dict(all_before_reset=evaluate(model, vocab, {'all': sets['all']}, cfg.device)['all'],
+                cos_before_reset=rows_stats(model, vocab)['cos_unseen'])
+
+
+def last_reset(cfg, step):
+    """The step of the last reset at or before `step` (None: none yet)."""
+    return max((s for s in range(1, step + 1) if forgets_at(cfg, s)), default=None)
+
+
+def reset_note(cfg, step):
+    """The verdict's line on which model a resetting run is judged by (--ckpt: the one saved at the end)."""
+    last = last_reset(cfg, step)
+    if last is None:
+        return []
+    if last == step:
+        return ["         (evaluated just after a reset of the names' rows, as saved)"]
+    return [f"         (evaluated {step - last} steps after the last reset, at step {last}: the names' rows "
+            "have trained since)"]
 
 
 def progress_line(h, steps):
@@ -1160,6 +1174,9 @@ def ask(model, vocab, cfg, text):
     note = logic_data.beyond_training(cfg.gen_config(), p)
     if note:
         print(f"note: {note}; the model never trained on a problem like it")
+    deep = logic_data.depth_note(cfg.gen_config(), p)
+    if deep:
+        print(f"note: {deep}")
     trace = []
     out = generate(model, vocab, ids[:n_prompt], trace)
     ok = show(vocab, p, vocab.decode(out))
@@ -1254,6 +1271,11 @@ def solve_problems(model, vocab, cfg, numbered, path, n_show=5):
     if beyond:
         print(f"note: {len(beyond)} of {len(problems)} problems lie beyond what the model trained on (line "
               f"{beyond[0][0]}: {beyond[0][1]})")
+    deep = [(line, note) for line, p in numbered
+            for note in [logic_data.depth_note(cfg.gen_config(), p)] if note]
+    if deep:
+        print(f"note: {len(deep)} of {len(problems)} problems are deeper than training's planted paths (line "
+              f"{deep[0][0]}: {deep[0][1]})")
     ok = torch.cat([exact_match(model, *make_batch(problems[i:i + 256], vocab, cfg.device))
                     for i in range(0, len(problems), 256)]).tolist()
     split = lambda answer: [r for r, p in zip(ok, problems) if p.answer == answer]
