@@ -1990,7 +1990,8 @@ def parse_args(argv=None):
       '(the unseen names, <pad>, the signs of prompts) and train the rest: the practitioner\'s question')
     a('--untie-emb', action='store_true',
       help='separate input embedding and unembedding (two matrices that start equal)')
-    a('--forget-every', type=int, default=0, metavar='K', help='reset (un)embeddings every K steps')
+    a('--forget-every', type=int, default=0, metavar='K', help="re-draw the names' (un)embedding rows and "
+      "their AdamW state every K steps (the signs' rows keep training), and on the last step")
     a('--forget-until', type=int, default=0, metavar='N', help='no resets after step N (0: never stop)')
     a('--n-symbols', type=int, default=d.n_symbols, help='training symbol pool (diversity)')
     a('--max-depth', type=int, default=d.max_depth, help='longest planted derivation')
