@@ -1,5 +1,5 @@
 """Tests for logic_data.py, unseen.py and theory_demo.py.
-Run: python -m pytest -q  (2 min 35 s alone on 2 CPU cores)."""
+Run: python -m pytest -q  (3 min 44 s alone on 2 CPU cores)."""
 
 import contextlib
 import copy
@@ -1366,10 +1366,20 @@ def test_shipped_checkpoints_reproduce_the_readmes_two_rows():
     exact match, the held-out shapes and the arbitrary problems in both kinds of names, the unseen-row
     cosine (evaluation only)."""
     rows = {r[0].strip('`'): r for r in readme_table('two rows')[1]}
+    readme = open('README.md').read()
     for command, ck in (('python unseen.py --unseen all --freeze-emb', 'assets/headline.pt'),
                         ('python unseen.py --unseen all', 'assets/standard.pt')):
         model, vocab, cfg = U.load_checkpoint(ck)
-        acc = U.evaluate(model, vocab, U.eval_sets(cfg, vocab))
+        predictions = {}
+        acc = U.evaluate(model, vocab, U.eval_sets(cfg, vocab), predictions=predictions)
+        kinds = U.mistake_counts(*predictions['all'], vocab)          # the README's mistakes, as counted
+        if ck == 'assets/standard.pt':
+            assert kinds == {'stopped early (T or F for an atom)': {1: 451}}
+            assert ('the first wrong token of each mistake: stopped early (T or F for an atom) 451 (at step '
+                    '1)') in readme
+        else:       # the README's counts: 22 mistakes, 8 / 2 / 6 / 3 / 3 of each kind in MISTAKE_KINDS' order
+            assert [sum(at.values()) for at in kinds.values()] == [8, 2, 6, 3, 3]
+            assert "of the frozen model's 22 mistakes" in ' '.join(readme.split())
         shapes = U.evaluate_shapes(model, vocab, U.shape_sets(cfg, vocab))
         held, arbitrary = shapes['held-out shapes, mean'], shapes['arbitrary Horn problems']
         want = [f"{acc[s]:.1%} ({100 * acc[s + '_T']:.0f} / {100 * acc[s + '_F']:.0f})" for s in L.SCENARIOS]
