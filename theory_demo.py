@@ -980,6 +980,18 @@ def embedding_optimizer(opt, model, cfg, how):
     return unseen.Optimizers(adamw, *rest, sgd)
 
 
+def train_steps(model, opt, data, cfg, vocab, steps, cos=None):
+    """The steps `steps` (a range) of unseen.train's loop, the resets of the names' rows included, without
+    its evaluations; with a list `cos`, the unseen rows' mean pairwise cosine before each step goes there."""
+    for step in steps:
+        if unseen.forgets_at(cfg, step):
+            unseen.forget_embeddings(model, opt, vocab.name_ids)
+        if cos is not None:
+            cos.append(unseen.rows_stats(model, vocab)['cos_unseen'])
+        unseen.set_lr(opt, cfg, step)
+        unseen.train_step(model, opt, *next(data))
+
+
 def reset_curves(cfg, start, steps, log=print):
     """{way of training the (un)embeddings: the unseen rows' mean pairwise cosine at each step} for each of
     RESET_VARIANTS: one model trained `start` steps the grid's way (resets of the names' rows every
@@ -987,12 +999,7 @@ def reset_curves(cfg, start, steps, log=print):
     vocab = L.Vocab(cfg.n_symbols)
     model = unseen.make_model(cfg)
     opt = unseen.make_optimizer(model, cfg)
-    data = unseen.batches(random.Random(cfg.seed), cfg, vocab)
-    for step in range(start):
-        if unseen.forgets_at(cfg, step):
-            unseen.forget_embeddings(model, opt, vocab.name_ids)
-        unseen.set_lr(opt, cfg, step)
-        unseen.train_step(model, opt, *next(data))
+    train_steps(model, opt, unseen.batches(random.Random(cfg.seed), cfg, vocab), cfg, vocab, range(start))
     weights, states = model.state_dict(), [o.state_dict() for o in opt.optimizers]
     curves = {}
     for name, how in RESET_VARIANTS.items():
@@ -1003,12 +1010,7 @@ def reset_curves(cfg, start, steps, log=print):
         opt = embedding_optimizer(base, model, cfg, how)
         data = unseen.batches(random.Random(cfg.seed + 1), cfg, vocab)
         cos = curves[name] = []
-        for step in range(start, start + steps + 1):
-            if unseen.forgets_at(cfg, step):
-                unseen.forget_embeddings(model, opt, vocab.name_ids)
-            cos.append(unseen.rows_stats(model, vocab)['cos_unseen'])
-            unseen.set_lr(opt, cfg, step)
-            unseen.train_step(model, opt, *next(data))
+        train_steps(model, opt, data, cfg, vocab, range(start, start + steps + 1), cos)
         k = cfg.forget_every
         at = lambda phase: [c for i, c in enumerate(cos) if (start + i) % k == phase]
         mean = lambda xs: sum(xs) / max(1, len(xs))
