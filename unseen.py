@@ -1266,16 +1266,12 @@ def solve_problems(model, vocab, cfg, numbered, path, n_show=5):
         line, mine = renamed[0]
         print(f"note: {len(renamed)} of {len(problems)} problems use names new to this model, written as "
               f"unseen ones (line {line}: {', '.join(f'{a} -> {u}' for a, u in mine.items())})")
-    beyond = [(line, note) for line, p in numbered
-              for note in [logic_data.beyond_training(cfg.gen_config(), p)] if note]
-    if beyond:
-        print(f"note: {len(beyond)} of {len(problems)} problems lie beyond what the model trained on (line "
-              f"{beyond[0][0]}: {beyond[0][1]})")
-    deep = [(line, note) for line, p in numbered
-            for note in [logic_data.depth_note(cfg.gen_config(), p)] if note]
-    if deep:
-        print(f"note: {len(deep)} of {len(problems)} problems are deeper than training's planted paths (line "
-              f"{deep[0][0]}: {deep[0][1]})")
+    for note_of, what in ((logic_data.beyond_training, 'lie beyond what the model trained on'),
+                          (logic_data.depth_note, "are deeper than training's planted paths")):
+        found = [(line, note) for line, p in numbered for note in [note_of(cfg.gen_config(), p)] if note]
+        if found:
+            print(f"note: {len(found)} of {len(problems)} problems {what} (line {found[0][0]}: "
+                  f"{found[0][1]})")
     ok = torch.cat([exact_match(model, *make_batch(problems[i:i + 256], vocab, cfg.device))
                     for i in range(0, len(problems), 256)]).tolist()
     split = lambda answer: [r for r, p in zip(ok, problems) if p.answer == answer]
