@@ -890,6 +890,28 @@ def test_orthogonal_init_is_as_orthogonal_as_the_shape_allows():
             assert abs(w.norm(dim=1).pow(2).mean().item() - 1) < 1e-4
 
 
+def test_emb_lr_scales_the_step_of_the_embeddings_alone():
+    """--emb-lr s: AdamW moves the (un)embeddings s times as far as at the full rate (its first step is the
+    rate itself, whatever the gradient's size), and every other parameter as far as before."""
+    def moved(emb_lr):
+        cfg = replace(TINY, emb_lr=emb_lr, optimizer='adamw', weight_decay=0.0)
+        vocab, model = L.Vocab(cfg.n_symbols), U.make_model(cfg)
+        before = {k: v.clone() for k, v in model.state_dict().items()}
+        opt = U.make_optimizer(model, cfg)
+        U.set_lr(opt, cfg, cfg.warmup)                                       # the full rate
+        U.train_step(model, opt, *next(U.batches(random.Random(0), cfg, vocab)))
+        after = model.state_dict()
+        return {k: (after[k] - before[k]).abs().max().item() for k in before}
+    full, tenth = moved(1.0), moved(0.1)
+    emb = 'lm_head.weight'
+    assert tenth[emb] == pytest.approx(0.1 * full[emb], rel=1e-3)
+    assert full[emb] == pytest.approx(TINY.lr if TINY.lr else U.LAYOUT_DEFAULTS[TINY.layout]['lr'], rel=1e-3)
+    assert all(tenth[k] == pytest.approx(full[k]) for k in full if k != emb and 'wte' not in k)
+    said = U.plan(replace(TINY, emb_lr=0.1, forget_every=10), 'out')               # the plan says so
+    assert '(the (un)embeddings ' in said and '--emb-lr 0.1' in said and 'emb-lr 0.1' in said.splitlines()[0]
+    assert '--emb-lr' not in U.plan(replace(TINY, emb_lr=0.1, freeze_emb=True), 'out')   # (nothing to train)
+
+
 @pytest.mark.parametrize('tie', [True, False])
 def test_forgetting_redraws_the_names_rows_and_their_optimizer_state_and_nothing_else(tie):
     """A reset re-draws every name's row (x.., u..: a fresh orthogonal draw at --emb-norm, not the start

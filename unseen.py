@@ -82,6 +82,7 @@ class Config:
     batch_size: int = None     # None: by layout
     optimizer: str = None      # 'muon': Muon on the blocks' matrices, AdamW on the rest; 'adamw': all AdamW
     lr: float = None           # AdamW's rate
+    emb_lr: float = 1.0        # the (un)embeddings' AdamW rate, as a share of lr (why: --between-resets)
     muon_lr: float = 6e-3      # Muon's rate (the schedule scales both)
     weight_decay: float = 0.1  # on every matrix, the (un)embeddings included (they always take AdamW)
     warmup: int = 100
@@ -402,10 +403,13 @@ def make_optimizer(model, cfg):
     muon = cfg.optimizer == 'muon'
     blocks = {id(p) for p in model.transformer.h.parameters() if p.dim() == 2} if muon else {}
     matrices = [p for p in params if id(p) in blocks]                  # (C, C), (3C, C), (4C, C), (C, 4C)
-    decay = [p for p in params if p.dim() >= 2 and id(p) not in blocks]    # (un)embeddings, position table
+    emb = [p for p in model.embeddings() if p.requires_grad]                # (un)embeddings
+    decay = [p for p in params if p.dim() >= 2 and id(p) not in blocks and all(p is not e for e in emb)]
     no_decay = [p for p in params if p.dim() < 2]                           # biases, gains, a_h, b_h, beta
-    adamw = torch.optim.AdamW([{'params': decay, 'weight_decay': cfg.weight_decay},
-                               {'params': no_decay, 'weight_decay': 0.0}], lr=cfg.lr, betas=(0.9, 0.99),
+    groups = [{'params': emb, 'weight_decay': cfg.weight_decay, 'lr': cfg.lr * cfg.emb_lr},
+              {'params': decay, 'weight_decay': cfg.weight_decay},          # the position table, copy's qk
+              {'params': no_decay, 'weight_decay': 0.0}]
+    adamw = torch.optim.AdamW([g for g in groups if g['params']], lr=cfg.lr, betas=(0.9, 0.99),
                               fused=cfg.device in ('cpu', 'cuda'))   # one kernel for every parameter
     optimizer = adamw if not matrices else Optimizers(adamw, torch.optim.Muon(
         matrices, lr=cfg.muon_lr, weight_decay=cfg.weight_decay, adjust_lr_fn='match_rms_adamw'))
@@ -825,7 +829,8 @@ def run_name(cfg):
           ('copy-pointer', cfg.copy_attn and cfg.copy_form == 'pointer'), ('freeze-emb', cfg.freeze_emb),
           ('freeze-unused', cfg.freeze_unused), ('untied', not cfg.tie_emb),
           (f'forget-every {cfg.forget_every}', cfg.forget_every),
-          (f'until {cfg.forget_until}', cfg.forget_every and cfg.forget_until)]
+          (f'until {cfg.forget_until}', cfg.forget_every and cfg.forget_until),
+          (f'emb-lr {cfg.emb_lr:g}', cfg.emb_lr != 1 and not cfg.freeze_emb)]
     return ' + '.join(name for name, flag in on if flag) or 'standard'
 
 
@@ -881,6 +886,8 @@ def plan(cfg, out):
         decay = f"which this {cfg.steps}-step run ends inside"
     rates = f"Muon {cfg.muon_lr:g} on the blocks' matrices, AdamW {cfg.lr:g} on the rest" \
         if cfg.optimizer == 'muon' else f"AdamW {cfg.lr:g}"
+    if cfg.emb_lr != 1 and not cfg.freeze_emb:
+        rates += f" (the (un)embeddings {cfg.lr * cfg.emb_lr:g}: --emb-lr {cfg.emb_lr:g})"
     lines.append(f"{rates}: a {cfg.warmup}-step warmup, {decay} (--schedule {cfg.schedule})")
     if cfg.forget_every:
         until = f" until step {cfg.forget_until}" if cfg.forget_until and cfg.forget_until < cfg.steps else \
@@ -2010,6 +2017,8 @@ def parse_args(argv=None):
     a('--optimizer', choices=('muon', 'adamw'), default=None, help=by_layout('optimizer') + ": muon: Muon on "
       "the blocks' matrices, AdamW on the rest (the (un)embeddings included); adamw: AdamW on everything")
     a('--lr', type=float, default=None, help=by_layout('lr') + ": AdamW's rate")
+    a('--emb-lr', type=float, default=d.emb_lr, help="the (un)embeddings' AdamW rate, as a share of --lr "
+      '(a small share keeps reset rows apart between resets: theory_demo.py --between-resets)')
     a('--muon-lr', type=float, default=d.muon_lr, help="Muon's rate (with --optimizer muon)")
     a('--schedule', choices=('wsd', 'cosine'), default=d.schedule, help='after the warmup, wsd: the full lr, '
       'then a linear decay to --lr-floor over the last --decay of the steps; cosine: a cosine decay to it')
@@ -2129,10 +2138,10 @@ def config_error(c):
     number = lambda k: getattr(c, k) if getattr(c, k) is not None else LAYOUT_DEFAULTS[c.layout][k]
     if c.optimizer not in (None, 'muon', 'adamw'):   # (a stored config)
         return f"--optimizer {c.optimizer}: choose muon or adamw"
-    open_low = ('lr', 'muon_lr', 'emb_norm', 'decay')   # zero trains nothing; nan and inf fail all tests
-    ranges = (('lr', 0, 1), ('muon_lr', 0, 1), ('weight_decay', 0, 10), ('grad_clip', 0, 1000),
-              ('identity_a', -100, 100), ('identity_b', -100, 100), ('emb_norm', 0, 100), ('decay', 0, 1),
-              ('lr_floor', 0, 1), ('broken', 0, 1))
+    open_low = ('lr', 'emb_lr', 'muon_lr', 'emb_norm', 'decay')   # zero trains nothing; nan and inf fail all
+    ranges = (('lr', 0, 1), ('emb_lr', 0, 100), ('muon_lr', 0, 1), ('weight_decay', 0, 10),
+              ('grad_clip', 0, 1000), ('identity_a', -100, 100), ('identity_b', -100, 100),
+              ('emb_norm', 0, 100), ('decay', 0, 1), ('lr_floor', 0, 1), ('broken', 0, 1))
     highs = (('n_symbols', 100_000), ('n_embd', 2048), ('n_layer', 48), ('batch_size', 4096),
              ('eval_n', 20_000), ('steps', 10_000_000), ('shift', 1000))
     if c.layout not in logic_data.LAYOUTS:
