@@ -107,8 +107,7 @@ class Config:
     def gen_config(self, step=None):
         """The generator's settings: of the test problems, or (with `step`) of the training problems then.
         With shape_curriculum, a stage of the curriculum (depth <= d) has at most d + 1 facts, d - 1 side and
-        d dead rules; the last has every shape. Training also draws broken paths (--broken: the chain stops
-        early or never starts, which the planted path alone never shows); the tests do not."""
+        d dead rules; the last has every shape. Training also draws broken paths (--broken), the tests not."""
         stage = self.max_depth if step is None else self.depth_at(step)
         most = None if stage == self.max_depth or not self.shape_curriculum or self.layout != 'shapes' else \
             logic_data.curriculum_caps(stage)
@@ -397,20 +396,19 @@ def make_optimizer(model, cfg):
     none on biases and LayerNorm gains. With --optimizer muon (the default on problems of every shape), the
     blocks' matrices take Muon instead (Jordan et al. 2024: momentum, orthogonalised by a Newton-Schulz
     iteration), which leaves the plateau at the start of training far sooner; the (un)embeddings keep
-    AdamW with weight decay, so the paper's mechanism is untouched. Each group keeps its full rate in
-    'base_lr', which the schedule scales."""
+    AdamW with weight decay (at --emb-lr times the rate), so the paper's mechanism is untouched. Each group
+    keeps its full rate in 'base_lr', which the schedule scales."""
     params = [p for p in model.parameters() if p.requires_grad]
     muon = cfg.optimizer == 'muon'
     blocks = {id(p) for p in model.transformer.h.parameters() if p.dim() == 2} if muon else {}
     matrices = [p for p in params if id(p) in blocks]                  # (C, C), (3C, C), (4C, C), (C, 4C)
-    emb = [p for p in model.embeddings() if p.requires_grad]                # (un)embeddings
-    decay = [p for p in params if p.dim() >= 2 and id(p) not in blocks and all(p is not e for e in emb)]
+    emb = {id(p) for p in model.embeddings()}                               # their own rate: --emb-lr
+    decay = [p for p in params if p.dim() >= 2 and id(p) not in blocks]    # (un)embeddings, position table
     no_decay = [p for p in params if p.dim() < 2]                           # biases, gains, a_h, b_h, beta
-    groups = [{'params': emb, 'weight_decay': cfg.weight_decay, 'lr': cfg.lr * cfg.emb_lr},
-              {'params': decay, 'weight_decay': cfg.weight_decay},          # the position table, copy's qk
-              {'params': no_decay, 'weight_decay': 0.0}]
+    groups = [dict(params=[p for p in decay if id(p) in emb], lr=cfg.lr * cfg.emb_lr),
+              dict(params=[p for p in decay if id(p) not in emb]), dict(params=no_decay, weight_decay=0.0)]
     adamw = torch.optim.AdamW([g for g in groups if g['params']], lr=cfg.lr, betas=(0.9, 0.99),
-                              fused=cfg.device in ('cpu', 'cuda'))   # one kernel for every parameter
+                              weight_decay=cfg.weight_decay, fused=cfg.device in ('cpu', 'cuda'))
     optimizer = adamw if not matrices else Optimizers(adamw, torch.optim.Muon(
         matrices, lr=cfg.muon_lr, weight_decay=cfg.weight_decay, adjust_lr_fn='match_rms_adamw'))
     for group in optimizer.param_groups:
@@ -953,9 +951,16 @@ def first_mistake(p, target, pred):
     if k == len(p.chain) and answer:
         return k + 1, MISTAKE_KINDS[6]
     fire = [h for ps, h in p.rules if h not in known and all(a in known for a in ps)]
-    heads = {h for _, h in p.rules}
-    kind = (0 if answer else 1 if token in known else (2 if k < len(p.chain) else 5) if token in fire
-            else 3 if token in heads else 4)
+    if answer:
+        kind = 0                                  # stopped early
+    elif token in known:
+        kind = 1                                  # an atom already known
+    elif token in fire:
+        kind = 2 if k < len(p.chain) else 5       # a rule that fires, not the first; or past the query
+    elif token in {h for _, h in p.rules}:
+        kind = 3                                  # a rule whose premises are not all known
+    else:
+        kind = 4                                  # a name no rule derives
     return k + 1, MISTAKE_KINDS[kind]
 
 
