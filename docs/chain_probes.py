@@ -1,0 +1,84 @@
+"""Issue 57's probes (docs/experiments.md): unseen.py with one change, chosen by environment variables. A lab
+tool, not the project: run from the repository's root as `CHAIN=known PYTHONPATH=. python docs/chain_probes.py
+--unseen all --freeze-emb --steps 3000 --eval-every 500 --seed 0`.
+  CHAIN=heads    today's chain of thought (the derived atoms, then T/F)
+  CHAIN=known    the facts restated first, then the derived atoms: what is known is one stretch after ':'
+  CHAIN=rules    each fired rule whole ('p1 p2 -> h .'), then T/F (the issue's measured lead)
+  JITTER=N       learned positions: each training problem read from an even row 0..N (tests: row --shift)
+  BALANCE=full   training problems kept by their chain's length, so that every length 0..6 is about as common
+  BALANCE=mild   ... so that lengths 0..5 are about as common (6 stays rarer)
+"""
+import itertools
+import os
+import sys
+
+import torch
+
+import logic_data
+import unseen
+
+CHAIN = os.environ.get('CHAIN', 'heads')
+JITTER = int(os.environ.get('JITTER', '0'))
+BALANCE = os.environ.get('BALANCE', '')
+# chain lengths 0..6 in the demo's training problems (all stages): 18.1 22.0 19.9 17.9 14.4 6.2 1.5 %
+KEEP = dict(full=[.08, .07, .075, .085, .1, .24, 1.0], mild=[.25, .25, .3, .35, .45, 1.0, 1.0]).get(BALANCE)
+tokens, most = logic_data.problem_tokens, logic_data.GenConfig.max_tokens
+
+
+def problem_tokens(p):
+    prompt, target = tokens(p)
+    if CHAIN == 'known':
+        target = list(p.facts) + target
+    elif CHAIN == 'rules':
+        known, steps = set(p.facts), []
+        for h in p.chain:
+            ps = next(ps for ps, g in p.rules if g == h and all(a in known for a in ps))
+            steps += ps + ['->', h, '.']
+            known.add(h)
+        target = steps + target[-1:]
+    return prompt, target
+
+
+def max_tokens(self):
+    extra = dict(heads=0, known=self.limits()['facts'],
+                 rules=self.limits()['chain'] * (self.max_premises + 2))[CHAIN]
+    return most(self) + extra + JITTER
+
+
+def train_step(model, optimizer, x, y):
+    first_row = 2 * torch.randint(0, JITTER // 2 + 1, (x.size(0), 1), device=x.device)
+    _, loss = model(x, y, first_row)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def batches(rng, cfg, vocab, ahead=8, names=None):
+    """unseen.batches, each problem kept with probability KEEP[its chain's length]."""
+    names = names or vocab.train_names
+    for step in itertools.count(0, ahead):
+        gen = cfg.gen_config(step)
+        seqs = []
+        while len(seqs) < ahead * cfg.batch_size:
+            p = logic_data.generate(rng, gen, names)
+            if rng.random() < KEEP[min(len(p.chain), 6)]:
+                seqs.append(vocab.encode(p))
+        seqs.sort(key=lambda s: len(s[0]))
+        chunks = [seqs[i:i + cfg.batch_size] for i in range(0, len(seqs), cfg.batch_size)]
+        rng.shuffle(chunks)
+        for chunk in chunks:
+            yield unseen.pad_batch(chunk, vocab.pad, cfg.device)
+
+
+logic_data.problem_tokens = problem_tokens
+logic_data.GenConfig.max_tokens = max_tokens
+if KEEP:
+    unseen.batches = batches
+if JITTER:
+    unseen.train_step = train_step
+if CHAIN != 'heads':
+    unseen.mistakes = lambda *a, **k: None      # its kinds read the heads' format
+if __name__ == '__main__':
+    print(f'probe: CHAIN={CHAIN} JITTER={JITTER} BALANCE={BALANCE}', flush=True)
+    unseen.main(sys.argv[1:])
