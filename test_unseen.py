@@ -1,5 +1,5 @@
 """Tests for logic_data.py, unseen.py and theory_demo.py.
-Run: python -m pytest -q  (3 min 44 s alone on 2 CPU cores)."""
+Run: python -m pytest -q  (3 min 26 s alone on 2 CPU cores)."""
 
 import contextlib
 import copy
@@ -1642,6 +1642,8 @@ def test_a_bad_problems_file_gets_one_line_naming_it(trained, tmp_path, content,
     (['--lr', '1e30'], '--lr 1e+30: must be'),
     (['--weight-decay', 'nan'], '--weight-decay nan: must be'),
     (['--emb-norm', '0'], '--emb-norm 0.0: must be'),
+    (['--emb-lr', '0'], '--emb-lr 0.0: must be a number in (0, 100]'),
+    (['--freeze-emb', '--emb-lr', '0.1'], '--emb-lr has nothing to train with --freeze-emb'),
     (['--n-embd', '1000000'], '--n-embd 1000000: at most 2048'),
     (['--copy-form', 'pointer'], '--copy-form goes with --copy-attn'),
     (['--no-identity', '--identity-a', '0.5'], '--identity-a goes with --identity'),

@@ -2125,6 +2125,7 @@ def check_args(p, args):
            f"{flag(k)} goes with --identity (it is the identity terms' starting value)")
           for k in ('identity_a', 'identity_b')],
         (args.forget_until and not args.forget_every, '--forget-until needs --forget-every K'),
+        (args.emb_lr != d.emb_lr and args.freeze_emb, '--emb-lr has nothing to train with --freeze-emb'),
         (args.device not in ('auto', 'cpu', 'cuda', 'mps') and not args.device.startswith('cuda:'),
          f"--device {args.device}: choose auto, cpu, cuda or mps"),
         (args.device.startswith('cuda') and not torch.cuda.is_available(),
