@@ -35,10 +35,12 @@ structure (the default, layout 'shapes'):
                        only, --broken) a name on a path that breaks where a rule needs a name nothing
                        derives
 All rules are shuffled, so side and dead rules stand before, between and after the path's. True and
-false are balanced within each depth. A shape family is (facts, side rules, dead rules); HELD_OUT lists
-the families the demo never trains on, to test it on shapes it never saw. `arbitrary` draws problems
-with no planted structure at all. Layout 'template' is the one layout of earlier versions (always 2
-facts, the path, 2 dead rules): a model trained on it learns the layout, not forward chaining.
+false are balanced within each depth; `balance` (the demo's training problems) keeps each problem with a
+chance by its chain's length, so that every length is about as common (`balanced`). A shape family is
+(facts, side rules, dead rules); HELD_OUT lists the families the demo never trains on, to test it on
+shapes it never saw. `arbitrary` draws problems with no planted structure at all. Layout 'template' is the
+one layout of earlier versions (always 2 facts, the path, 2 dead rules): a model trained on it learns the
+layout, not forward chaining.
 
 Forward chaining, the deterministic rule: known = facts; repeat { if the query is known, stop: T;
 the first rule in listed order whose premises are all known and whose head is not known yet fires,
@@ -332,6 +334,7 @@ class GenConfig:
     shape_caps: tuple = None  # the most (facts, side, dead) rules to draw (None: SHAPE_LIMITS' highs)
     shape: tuple = None       # draw only this family (the held-out test sets)
     broken: float = 0.5       # unprovable problems whose planted path breaks (sample_structure)
+    balance: bool = False     # chains of every length about equally often (balanced; layout 'shapes')
 
     def max_names(self):
         """The most distinct variables one problem can use (facts, path, side heads, dead atoms and
@@ -489,7 +492,9 @@ def sample_template(rng, cfg, depth, provable):
 
 def generate(rng, cfg, names, depth=None, provable=None):
     """One labelled Problem with variables drawn (distinct) from `names`. Depth and answer are drawn
-    uniformly unless given, so true/false is balanced within each depth."""
+    uniformly unless given, so true/false is balanced within each depth (with cfg.balance: `balanced`)."""
+    if cfg.balance and depth is None:
+        return balanced(rng, cfg, names, provable)
     depth = depth or rng.randint(cfg.min_depth, cfg.max_depth)
     provable = rng.random() < 0.5 if provable is None else provable
     facts, rules, query, n, how = sample_structure(rng, cfg, depth, provable)
@@ -499,6 +504,39 @@ def generate(rng, cfg, names, depth=None, provable=None):
     chain, answer = forward_chain(facts, rules, query)
     assert answer == provable, 'the structure and the solver disagree'
     return Problem(facts, rules, query, chain, answer, how)
+
+
+def balanced(rng, cfg, names, provable=None):
+    """A problem of a mix in which every chain length 0..top is about as common (top: one more than the
+    deepest path, taking every longer chain too), true and false alike: problems are drawn as usual and
+    each is kept with a probability by its length (keep_rates). Why: drawn by depth and shape, chains of 4,
+    5 and 6 atoms are 14, 6 and 2% of the demo's problems, and a model is about as sure of a step as it is
+    used to reaching it (docs/experiments.md, issue 57); balanced, each length 0..4 is a sixth."""
+    plain = replace(cfg, balance=False)
+    provable = rng.random() < 0.5 if provable is None else provable
+    keep = keep_rates(plain, provable)
+    while True:
+        p = generate(rng, plain, names, provable=provable)
+        if rng.random() < keep[min(len(p.chain), len(keep) - 1)]:
+            return p
+
+
+_KEEP = {}
+
+
+def keep_rates(cfg, provable, n=4000):
+    """balanced's chance of keeping a problem by its chain's length (the last: that length or more),
+    the rarest length always kept: measured once per generator and answer on n problems of its own."""
+    key = (repr(cfg), provable)
+    if key not in _KEEP:
+        side = (cfg.shape_caps or [hi for _, hi in SHAPE_LIMITS.values()])[1]
+        top = cfg.max_depth + (side > 0)
+        rng, names = random.Random(0), [f'v{i}' for i in range(cfg.max_names())]
+        counts = [0] * (top + 1)
+        for _ in range(n):
+            counts[min(len(generate(rng, cfg, names, provable=provable).chain), top)] += 1
+        _KEEP[key] = [min(counts) / c for c in counts]
+    return _KEEP[key]
 
 
 def arbitrary(rng, cfg, names, provable=None):

@@ -527,6 +527,30 @@ def test_curriculum_grows_the_training_depth_and_leaves_the_tests_whole():
     assert {d for batch in off for d in batch} == {1, 2, 3, 4}
 
 
+def test_balance_draws_training_chains_of_every_length_about_equally_often_and_leaves_the_tests_as_drawn():
+    """--balance (the demo's default): the training problems' chains are of every length 0..5 (the last
+    with every longer one) about equally often, true and false alike; drawn as usual, chains of 4 and
+    more atoms are rare. The tests are drawn as before, and the one layout and the grid keep the mix."""
+    names = L.Vocab(5000).train_names
+    def shares(gen, n=3000):
+        rng, lengths, answers = random.Random(1), [0] * 6, 0
+        for _ in range(n):
+            p = L.generate(rng, gen, names)
+            lengths[min(len(p.chain), 5)] += 1
+            answers += p.answer
+        return [c / n for c in lengths], answers / n
+    cfg = U.Config(freeze_emb=True)
+    assert cfg.balance and cfg.gen_config(10 ** 6).balance and not cfg.gen_config().balance
+    balanced, true = shares(cfg.gen_config(10 ** 6))
+    assert all(abs(s - 1 / 6) < 0.03 for s in balanced) and abs(true - 0.5) < 0.03, (balanced, true)
+    drawn, true = shares(replace(cfg, balance=False).gen_config(10 ** 6))
+    assert drawn[4] + drawn[5] < 0.25 and drawn[1] > 0.2 and abs(true - 0.5) < 0.03, drawn
+    stage1, _ = shares(cfg.gen_config(0), 600)                 # the curriculum's first stage: lengths 0 and 1
+    assert abs(stage1[0] - 0.5) < 0.06 and stage1[0] + stage1[1] == 1, stage1
+    assert not U.Config(layout='template').balance and not U.Config(**U.GRID).balance
+    assert U.Config(**U.GRID).n_head == U.Config(layout='template').n_head == 4 and cfg.n_head == 8
+
+
 def one_hot_copy(model, j):
     """Make the copy layer attend only to position j (or to itself before j): a known pointer."""
     def attention(x):
@@ -843,12 +867,18 @@ def test_command_line_defaults_are_configs_defaults_and_switches_set_one_thing(m
     assert cfg('--copy-attn', '--copy-form', 'pointer') == replace(U.Config(), copy_attn=True,
                                                                    copy_form='pointer')
     # each layout has its own budget unless given: the template keeps the defaults it was measured with
-    assert (U.Config().steps, U.Config().batch_size, U.Config().n_layer) == (7500, 128, 6)
+    d = U.Config()
+    assert (d.steps, d.batch_size, d.n_layer, d.n_head) == (4500, 128, 6, 8)
     t = cfg('--layout', 'template')
-    assert t == U.Config(layout='template') and (t.steps, t.batch_size, t.n_layer) == (4000, 64, 3)
+    assert t == U.Config(layout='template')
+    assert (t.steps, t.batch_size, t.n_layer, t.n_head) == (4000, 64, 3, 4)
+    assert cfg('--no-balance') == replace(d, balance=False) and d.balance and not t.balance
+    assert cfg('--layout', 'template', '--balance').balance
     help_text = ' '.join(run('unseen.py', '--help').stdout.split())     # and --help says so, as they are
-    for flag, (s, t) in {'--steps': (7500, 4000), '--batch-size': (128, 64), '--n-layer': (6, 3),
-                         '--shift': (2, 0), '--optimizer': ('muon', 'adamw'), '--lr': (0.01, 0.002),
+    assert 'no-balance None: by --layout, shapes True, template False' in help_text
+    for flag, (s, t) in {'--steps': (4500, 4000), '--batch-size': (128, 64), '--n-layer': (6, 3),
+                         '--n-head': (8, 4), '--shift': (2, 0), '--optimizer': ('muon', 'adamw'),
+                         '--lr': (0.01, 0.002),
                          '--curriculum': (250, 500), '--decay': (0.4, 0.25)}.items():
         assert re.search(rf"{flag} \S+ None: by --layout, shapes {s}, template {t}\b", help_text), flag
     assert cfg('--n-layer', '2').n_layer == 2 and cfg('--layout', 'template', '--n-layer', '5').n_layer == 5

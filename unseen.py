@@ -57,9 +57,10 @@ class Config:
     broken: float = 0.5        # share of unprovable problems whose path breaks (logic_data.sample_structure)
     layout: str = 'shapes'     # 'shapes': problems of many shapes; 'template': one layout (logic_data.py)
     shape_curriculum: bool = True  # with the curriculum, small shapes first too (gen_config)
+    balance: bool = None       # training chains of every length about equally often (logic_data.balanced)
     # model
     n_layer: int = None        # None: by layout (LAYOUT_DEFAULTS)
-    n_head: int = 4
+    n_head: int = None
     n_embd: int = 64
     copy_attn: bool = False    # add the copy-attention layer (CopyAttention)
     copy_form: str = 'residual'  # its form: 'residual' or 'pointer'
@@ -114,7 +115,8 @@ class Config:
         held_out = logic_data.HELD_OUT if self.layout == 'shapes' else ()
         broken = self.broken if step is not None else 0.0   # the tests: the same problems as before --broken
         return logic_data.GenConfig(max_depth=stage, max_premises=self.max_premises, layout=self.layout,
-                                    held_out=held_out, shape_caps=most, broken=broken)
+                                    held_out=held_out, shape_caps=most, broken=broken,
+                                    balance=self.balance and step is not None)
 
     def depth_at(self, step):
         """The curriculum: the deepest derivation in the training problems at `step`. Training starts at
@@ -137,10 +139,12 @@ EVAL_CHUNK = 1000   # test problems per forward pass: the memory of an evaluatio
 # what each layout needs. Problems of every shape take six layers, more and larger batches, Muon, rules
 # of two premises, and --shift 2: training from rows 0 and 2 at random and testing from row 2 puts even the
 # shortest test problem's answer where training has put some. The one layout needs none of it.
-LAYOUT_DEFAULTS = {'shapes': dict(steps=7500, batch_size=128, n_layer=6, shift=2, optimizer='muon', lr=1e-2,
-                                  curriculum=250, decay=0.4, max_premises=logic_data.PREMISES['shapes']),
-                   'template': dict(steps=4000, batch_size=64, n_layer=3, shift=0, optimizer='adamw', lr=2e-3,
-                                    curriculum=500, decay=0.25, max_premises=logic_data.PREMISES['template'])}
+LAYOUT_DEFAULTS = {'shapes': dict(steps=4500, batch_size=128, n_layer=6, n_head=8, shift=2, optimizer='muon',
+                                  lr=1e-2, curriculum=250, decay=0.4, balance=True,
+                                  max_premises=logic_data.PREMISES['shapes']),
+                   'template': dict(steps=4000, batch_size=64, n_layer=3, n_head=4, shift=0,
+                                    optimizer='adamw', lr=2e-3, curriculum=500, decay=0.25, balance=False,
+                                    max_premises=logic_data.PREMISES['template'])}
 
 # -----------------------------------------------------------------------------
 # the model: nanoGPT, with identity terms and copy attention
@@ -892,6 +896,8 @@ def plan(cfg, out):
             ", the last on the final step: the model evaluated and saved is one just reset"
         lines.append(f"the names' (un)embedding rows re-drawn every {cfg.forget_every} steps{until} "
                      "(--forget-every; the signs' rows keep training)")
+    if cfg.balance:
+        lines.append("training chains of every length about equally often (--balance; the tests as drawn)")
     if cfg.shift:
         lines.append(f"each training problem starts at row 0 or row {cfg.shift} of the position table at "
                      f"random, the tests at row {cfg.shift} (--shift)")
@@ -1408,13 +1414,14 @@ def in_workers(fn, jobs, workers):
 
 
 # one common setting for every row: the demo's task and training (problems of every shape, rules of one or
-# two premises, broken paths, Muon and its schedule) on shallower derivations (depth 1-2), with 4 layers and
-# 3000 steps, what the frozen row needs to reach about 90% (the notebook's probes): a seed of every row took
-# about 108 min on 2 CPU cores in float32, both 3 h 37 min (spread them with --shard, or add the second seed
-# later with --resume); --quick, for a class: six rows, one seed, 1000 steps. Every row differs from the
-# first only in the paper's switches (grid_rows).
-GRID = dict(n_symbols=5000, max_depth=2, n_layer=4, steps=3000, eval_every=500, eval_n=500)
-GRID_QUICK = dict(n_symbols=5000, max_depth=2, n_layer=4, steps=1000, eval_every=500, eval_n=300)
+# two premises, broken paths, Muon and its schedule) on shallower derivations (depth 1-2), with 4 layers of
+# 4 heads, chains as drawn (the demo's before issue 57) and 3000 steps, what the frozen row needs to reach
+# about 90% (the notebook's probes): a seed of every row took about 108 min on 2 CPU cores in float32, both
+# 3 h 37 min (spread them with --shard, or add the second seed later with --resume); --quick, for a class:
+# six rows, one seed, 1000 steps. Every row differs from the first only in the paper's switches (grid_rows).
+GRID = dict(n_symbols=5000, max_depth=2, n_layer=4, n_head=4, balance=False, steps=3000, eval_every=500,
+            eval_n=500)
+GRID_QUICK = dict(GRID, steps=1000, eval_n=300)
 GRID_FORGET_EVERY = 100                          # resets every K steps: all through, or until halfway
 GRID_POOLS = (250, 500, 1000, 2000)              # smaller training pools than GRID's: the diversity curve
 GRID_FILE_MAX = 64 << 20                         # grid_runs.jsonl: far beyond what a grid writes
@@ -1592,6 +1599,7 @@ def read_run(raw):
             and all(isinstance(p, list) and len(p) == 3 and all(map(number, p)) for p in r['curve'])):
         return None
     r['config'].setdefault('lr_floor', 0.1)           # a run from before --lr-floor decayed to a tenth
+    r['config'].setdefault('balance', False)          # ... and one from before --balance drew chains as drawn
     return r if all(0 <= r[k] <= 1 for k in numbers[4:]) else None
 
 
@@ -2014,8 +2022,10 @@ def parse_args(argv=None):
     a('--shape-curriculum', action=argparse.BooleanOptionalAction, default=d.shape_curriculum,
       help='with --curriculum: small shapes first (at most 2 facts, no side and 1 dead rule), every shape '
       'from the last stage')
+    a('--balance', action=argparse.BooleanOptionalAction, default=None, help=by_layout('balance') + ': '
+      'training chains of every length about equally often (kept by length); --no-balance: as drawn')
     a('--n-layer', type=int, default=None, help=by_layout('n_layer'))
-    a('--n-head', type=int, default=d.n_head)
+    a('--n-head', type=int, default=None, help=by_layout('n_head'))
     a('--n-embd', type=int, default=d.n_embd, help='model width')
     a('--steps', type=int, default=None, help=by_layout('steps'))
     a('--batch-size', type=int, default=None, help=by_layout('batch_size'))
@@ -2154,6 +2164,7 @@ def config_error(c):
         return f"--layout {c.layout}: choose from {', '.join(logic_data.LAYOUTS)}"
     if c.positions not in POSITIONS:   # (a stored config: else a model with no positions at all)
         return f"--positions {c.positions}: choose from {', '.join(POSITIONS)}"
+    heads = number('n_head')
     problems = [
         *[(number(k) < 1, f'{flag(k)} must be >= 1')
           for k in ('steps', 'batch_size', 'eval_every', 'eval_n', 'n_layer', 'n_head', 'n_embd')],
@@ -2163,11 +2174,11 @@ def config_error(c):
         (c.shift is not None and c.shift > 0 and c.positions != 'learned',
          '--shift moves rows of the learned position table: it needs --positions learned'),
         (not 0 <= c.seed < 2 ** 63, f'--seed {c.seed}: must be in [0, 2^63)'),
-        (c.n_head >= 1 and c.n_embd % c.n_head,
-         f'--n-embd {c.n_embd} must be divisible by --n-head {c.n_head}'),
-        (c.n_head >= 1 and c.positions == 'rotary' and c.n_embd // c.n_head % 2,
+        (heads >= 1 and c.n_embd % heads,
+         f'--n-embd {c.n_embd} must be divisible by --n-head {heads}'),
+        (heads >= 1 and c.positions == 'rotary' and c.n_embd // heads % 2,
          f'--positions rotary turns pairs of channels: the head size --n-embd / --n-head '
-         f'({c.n_embd} / {c.n_head} = {c.n_embd // max(1, c.n_head)}) must be even'),
+         f'({c.n_embd} / {heads} = {c.n_embd // max(1, heads)}) must be even'),
         (True, logic_data.size_error(c.n_symbols, c.max_depth, number('max_premises'))),
         *[(not low <= number(k) <= high or (number(k) == 0 and k in open_low),
            f"{flag(k)} {number(k)}: must be a number in {'(' if k in open_low else '['}{low}, {high}]")
@@ -2186,7 +2197,7 @@ def config_error(c):
     if params > 200e6:
         return (f"--n-layer {number('n_layer')} --n-embd {C}: {params / 1e6:.0f}M parameters, at most 200M "
                 '(this is a small-model demo)')
-    memory = min(number('eval_n'), EVAL_CHUNK) * (T * (c.n_head * T + 4 * C) + targets * V) * 4
+    memory = min(number('eval_n'), EVAL_CHUNK) * (T * (heads * T + 4 * C) + targets * V) * 4
     if memory > 8e9:
         return (f'--eval-n {number("eval_n")} with problems of up to {T} tokens: one evaluation would hold '
                 f'{memory / 1e9:.0f} GB; use a smaller --eval-n')
@@ -2194,7 +2205,7 @@ def config_error(c):
     # attention scores and probabilities (2 n_head T) and about 16 C more (q, k, v, the MLP's 4C twice, ...),
     # the logits and their gradient at the target positions, and per parameter its gradient and two moments
     B, L = number('batch_size'), number('n_layer')
-    memory = (B * (T * L * (2 * c.n_head * T + 16 * C) + 2 * targets * V) + 4 * params) * 4
+    memory = (B * (T * L * (2 * heads * T + 16 * C) + 2 * targets * V) + 4 * params) * 4
     if memory > 12e9:
         return (f'--batch-size {B} --n-layer {L} --n-embd {C} with problems of up to {T} tokens: one '
                 f'training step would hold about {memory / 1e9:.0f} GB; use a smaller --batch-size or model')

@@ -7,6 +7,8 @@ tool, not the project: run from the repository's root as `CHAIN=known PYTHONPATH
   JITTER=N       learned positions: each training problem read from an even row 0..N (tests: row --shift)
   BALANCE=full   training problems kept by their chain's length, so that every length 0..6 is about as common
   BALANCE=mild   ... so that lengths 0..5 are about as common (6 stays rarer)
+The notebook's rows ran when four heads and chains as drawn were the defaults: to re-run one today, add
+`--n-head 4 --no-balance` (unseen.py's --balance is the generator's own balanced mix, logic_data.balanced).
 """
 import itertools
 import os
