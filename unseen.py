@@ -68,10 +68,8 @@ class Config:
     identity_a: float = 1.0    # a_h at the start (trained)
     identity_b: float = 0.0    # b_h at the start (trained)
     tie_emb: bool = True       # unembedding = input embedding (GPT-2 style)
-    positions: str = 'learned'  # 'learned': a table of rows added to the input (GPT-2); 'randomised':
-                               # from a random row (Ruoss et al. 2023); 'rotary': RoPE; 'none': no positions
-    shift: int = None          # learned positions: training reads each problem from row 0 or row `shift` of
-                               # the table at random, the tests from row `shift` (why: LAYOUT_DEFAULTS)
+    positions: str = 'learned'  # a table (GPT-2), 'randomised' (Ruoss et al. 2023), 'rotary' (RoPE) or 'none'
+    shift: int = None          # learned: training reads from row 0 or `shift` at random, tests from `shift`
     emb_norm: float = 1.0      # mean row norm of the orthogonal (un)embeddings
     # the paper's switches on the (un)embeddings
     freeze_emb: bool = False   # orthogonal init, never updated
@@ -110,13 +108,12 @@ class Config:
         With shape_curriculum, a stage of the curriculum (depth <= d) has at most d + 1 facts, d - 1 side and
         d dead rules; the last has every shape. Training also draws broken paths (--broken), the tests not."""
         stage = self.max_depth if step is None else self.depth_at(step)
-        most = None if stage == self.max_depth or not self.shape_curriculum or self.layout != 'shapes' else \
+        train, shapes = step is not None, self.layout == 'shapes'   # the tests: as before --broken, --balance
+        most = None if stage == self.max_depth or not self.shape_curriculum or not shapes else \
             logic_data.curriculum_caps(stage)
-        held_out = logic_data.HELD_OUT if self.layout == 'shapes' else ()
-        broken = self.broken if step is not None else 0.0   # the tests: the same problems as before --broken
         return logic_data.GenConfig(max_depth=stage, max_premises=self.max_premises, layout=self.layout,
-                                    held_out=held_out, shape_caps=most, broken=broken,
-                                    balance=self.balance and step is not None)
+                                    held_out=logic_data.HELD_OUT if shapes else (), shape_caps=most,
+                                    broken=self.broken if train else 0.0, balance=self.balance and train)
 
     def depth_at(self, step):
         """The curriculum: the deepest derivation in the training problems at `step`. Training starts at
@@ -136,15 +133,14 @@ class Config:
 
 POSITIONS = ('learned', 'randomised', 'rotary', 'none')
 EVAL_CHUNK = 1000   # test problems per forward pass: the memory of an evaluation (config_error sizes it)
-# what each layout needs. Problems of every shape take six layers, more and larger batches, Muon, rules
-# of two premises, and --shift 2: training from rows 0 and 2 at random and testing from row 2 puts even the
-# shortest test problem's answer where training has put some. The one layout needs none of it.
-LAYOUT_DEFAULTS = {'shapes': dict(steps=4500, batch_size=128, n_layer=6, n_head=8, shift=2, optimizer='muon',
-                                  lr=1e-2, curriculum=250, decay=0.4, balance=True,
-                                  max_premises=logic_data.PREMISES['shapes']),
-                   'template': dict(steps=4000, batch_size=64, n_layer=3, n_head=4, shift=0,
-                                    optimizer='adamw', lr=2e-3, curriculum=500, decay=0.25, balance=False,
-                                    max_premises=logic_data.PREMISES['template'])}
+# what each layout needs. Problems of every shape take six layers of eight heads, more and larger batches,
+# Muon, rules of two premises, chains of every length as often (--balance), and --shift 2 (training from
+# rows 0 and 2, testing from row 2, puts even the shortest answer where training put some); one layout not.
+LAYOUT_DEFAULTS = {
+    'shapes': dict(steps=4500, batch_size=128, n_layer=6, shift=2, optimizer='muon', lr=1e-2, decay=0.4,
+                   n_head=8, curriculum=250, balance=True, max_premises=logic_data.PREMISES['shapes']),
+    'template': dict(steps=4000, batch_size=64, n_layer=3, shift=0, optimizer='adamw', lr=2e-3, decay=0.25,
+                     n_head=4, curriculum=500, balance=False, max_premises=logic_data.PREMISES['template'])}
 
 # -----------------------------------------------------------------------------
 # the model: nanoGPT, with identity terms and copy attention
