@@ -797,7 +797,7 @@ def test_a_short_run_decays_after_its_warmup_as_its_plan_says(tmp_path):
     cfg = replace(U.Config(), steps=120)
     assert U.decay_start(cfg) == 100 and U.lr_factor(cfg, 99) == 1.0
     assert 'the full rate until step 100, then linearly down to a tenth' in U.plan(cfg, 'out')
-    assert U.decay_start(U.Config()) == 4500                                  # the demo's: as before
+    assert U.decay_start(U.Config()) == 2700                 # the demo: 4500 steps, the last 40% decayed
 
 
 def test_lr_warms_up_then_decays_to_its_floor():
@@ -2849,7 +2849,7 @@ def test_problems_files_accept_a_bom_and_the_generators_own_note_and_errors_name
 def test_rotary_positions_need_an_even_head_size():
     assert 'must be even' in U.config_error(U.Config(positions='rotary', n_embd=36, n_head=4))   # head size 9
     assert U.config_error(U.Config(positions='rotary', n_embd=32, n_head=4)) is None
-    r = run('unseen.py', '--positions', 'rotary', '--n-embd', '36')
+    r = run('unseen.py', '--positions', 'rotary', '--n-embd', '36', '--n-head', '4')
     assert r.returncode == 2 and 'head size --n-embd / --n-head (36 / 4 = 9) must be even' in r.stderr
 
 
