@@ -529,13 +529,15 @@ def keep_rates(cfg, provable, n=4000):
     the rarest length always kept: measured once per generator and answer on n problems of its own."""
     key = (repr(cfg), provable)
     if key not in _KEEP:
-        side = (cfg.shape_caps or [hi for _, hi in SHAPE_LIMITS.values()])[1]
-        top = cfg.max_depth + (side > 0)
+        highs = cfg.shape_caps or [hi for _, hi in SHAPE_LIMITS.values()]
+        side = 0 if cfg.layout == 'template' else highs[1]
+        top = cfg.max_depth + (side > 0)                        # side rules can make a chain one longer
         rng, names = random.Random(0), [f'v{i}' for i in range(cfg.max_names())]
         counts = [0] * (top + 1)
         for _ in range(n):
             counts[min(len(generate(rng, cfg, names, provable=provable).chain), top)] += 1
-        _KEEP[key] = [min(counts) / c for c in counts]
+        rarest = min(c for c in counts if c)                     # (a length never drawn: never asked for)
+        _KEEP[key] = [rarest / c if c else 0.0 for c in counts]
     return _KEEP[key]
 
 

@@ -548,6 +548,9 @@ def test_balance_draws_training_chains_of_every_length_about_equally_often_and_l
     stage1, _ = shares(cfg.gen_config(0), 600)                 # the curriculum's first stage: lengths 0 and 1
     assert abs(stage1[0] - 0.5) < 0.06 and stage1[0] + stage1[1] == 1, stage1
     assert not U.Config(layout='template').balance and not U.Config(**U.GRID).balance
+    template = L.GenConfig(max_depth=4, max_premises=1, layout='template', balance=True)   # chains of 1-4
+    lengths = {len(L.generate(random.Random(k), template, names).chain) for k in range(200)}
+    assert lengths == {1, 2, 3, 4}
     assert U.Config(**U.GRID).n_head == U.Config(layout='template').n_head == 4 and cfg.n_head == 8
 
 
