@@ -7,10 +7,13 @@ tool, not the project: run from the repository's root as `CHAIN=known PYTHONPATH
   JITTER=N       learned positions: each training problem read from an even row 0..N (tests: row --shift)
   BALANCE=full   training problems kept by their chain's length, so that every length 0..6 is about as common
   BALANCE=mild   ... so that lengths 0..5 are about as common (6 stays rarer)
+  LOGN=L         attention logits scaled by log(n) / log(L) at the n-th position (n keys to choose from), so
+                 that a head stays as sharp in a long problem as at length L (Chiang & Cholak 2022)
 The notebook's rows ran when four heads and chains as drawn were the defaults: to re-run one today, add
 `--n-head 4 --no-balance` (unseen.py's --balance is the generator's own balanced mix, logic_data.balanced).
 """
 import itertools
+import math
 import os
 import sys
 
@@ -22,6 +25,7 @@ import unseen
 CHAIN = os.environ.get('CHAIN', 'heads')
 JITTER = int(os.environ.get('JITTER', '0'))
 BALANCE = os.environ.get('BALANCE', '')
+LOGN = float(os.environ.get('LOGN', '0'))
 # chain lengths 0..6 in the demo's training problems (all stages): 18.1 22.0 19.9 17.9 14.4 6.2 1.5 %
 KEEP = dict(full=[.08, .07, .075, .085, .1, .24, 1.0], mild=[.25, .25, .3, .35, .45, 1.0, 1.0]).get(BALANCE)
 tokens, most = logic_data.problem_tokens, logic_data.GenConfig.max_tokens
@@ -73,14 +77,23 @@ def batches(rng, cfg, vocab, ahead=8, names=None):
             yield unseen.pad_batch(chunk, vocab.pad, cfg.device)
 
 
+def log_n_softmax(att):
+    """unseen.causal_softmax with each query row's logits times log(n) / log(LOGN), n = its keys."""
+    n = torch.arange(1, att.size(-1) + 1, device=att.device, dtype=att.dtype)
+    return softmax(att * (n.log() / math.log(LOGN)).clamp(min=0.1).unsqueeze(-1))
+
+
+softmax = unseen.causal_softmax
 logic_data.problem_tokens = problem_tokens
 logic_data.GenConfig.max_tokens = max_tokens
 if KEEP:
     unseen.batches = batches
 if JITTER:
     unseen.train_step = train_step
+if LOGN:
+    unseen.causal_softmax = log_n_softmax
 if CHAIN != 'heads':
     unseen.mistakes = lambda *a, **k: None      # its kinds read the heads' format
 if __name__ == '__main__':
-    print(f'probe: CHAIN={CHAIN} JITTER={JITTER} BALANCE={BALANCE}', flush=True)
+    print(f'probe: CHAIN={CHAIN} JITTER={JITTER} BALANCE={BALANCE} LOGN={LOGN}', flush=True)
     unseen.main(sys.argv[1:])
