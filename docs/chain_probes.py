@@ -28,7 +28,7 @@ BALANCE = os.environ.get('BALANCE', '')
 LOGN = float(os.environ.get('LOGN', '0'))
 # chain lengths 0..6 in the demo's training problems (all stages): 18.1 22.0 19.9 17.9 14.4 6.2 1.5 %
 KEEP = dict(full=[.08, .07, .075, .085, .1, .24, 1.0], mild=[.25, .25, .3, .35, .45, 1.0, 1.0]).get(BALANCE)
-tokens, most = logic_data.problem_tokens, logic_data.GenConfig.max_tokens
+tokens, most, softmax = logic_data.problem_tokens, logic_data.GenConfig.max_tokens, unseen.causal_softmax
 
 
 def problem_tokens(p):
@@ -78,12 +78,12 @@ def batches(rng, cfg, vocab, ahead=8, names=None):
 
 
 def log_n_softmax(att):
-    """unseen.causal_softmax with each query row's logits times log(n) / log(LOGN), n = its keys."""
+    """unseen.causal_softmax with each query row's logits times log(n) / log(LOGN), n = its keys (at least
+    a tenth: the first rows keep some contrast)."""
     n = torch.arange(1, att.size(-1) + 1, device=att.device, dtype=att.dtype)
     return softmax(att * (n.log() / math.log(LOGN)).clamp(min=0.1).unsqueeze(-1))
 
 
-softmax = unseen.causal_softmax
 logic_data.problem_tokens = problem_tokens
 logic_data.GenConfig.max_tokens = max_tokens
 if KEEP:
