@@ -25,11 +25,13 @@ structure (the default, layout 'shapes'):
     a planted path     a fact, then 1..max_depth rules, each needing the atom derived just before it
                        (and, in a conjunction, a fact or an earlier atom too: listed before that premise
                        is derived, the rule waits for it)
-    facts              1-4 (the path starts from one of them; the others may be premises anywhere)
+    facts              1-6 (max_facts; the path starts from one of them, the others may be premises
+                       anywhere or unused)
     side rules         0-2 rules that fire but are not needed (their heads join the chain wherever forward
                        chaining reaches them), or whose head is already known when they could fire
-    dead rules         0-3 rules with a premise that is never derivable: they never fire (a conjunction
-                       among them may have every other premise known: one premise short)
+    dead rules         0-3 (max_dead; the demo trains with up to 7) rules with a premise that is never
+                       derivable: they never fire (a conjunction among them may have every other premise
+                       known: one premise short)
     the query          provable: the path's end, a fact, an atom on the path or a side rule's head;
                        unprovable: a dead rule's premise or head, a name in no rule, or (training
                        only, --broken) a name on a path that breaks where a rule needs a name nothing
@@ -300,7 +302,11 @@ def parse_line(line, max_tokens=None):
 # -----------------------------------------------------------------------------
 # the generator: many shapes (the default), or the one layout of earlier versions ('template')
 
-SHAPE_LIMITS = dict(facts=(1, 4), side=(0, 2), dead=(0, 3))   # per problem, inclusive
+SHAPE_LIMITS = dict(facts=(1, 6), side=(0, 2), dead=(0, 3))   # per problem, inclusive
+# Training may draw more dead rules (max_dead; the demo: up to 7, so that it sees as many rules as the tests 4
+# steps beyond have). Facts were 1-4 and dead rules 0-3 in training too until the models turned out to
+# take the first four slots of a prompt for the facts and to fail on more rules than training ever had:
+# checkpoints from then read as max_facts=4, max_dead=3, and --max-facts 4 --max-dead 3 trains one again.
 # shape families (facts, side rules, dead rules) never drawn for training: the test of shapes never seen.
 # (1, 0, 0) is the smallest problem, 'u1 . u1 -> u2 . ? u2'; the other two are a middle and a wide one.
 HELD_OUT = ((1, 0, 0), (2, 1, 2), (4, 2, 0))
@@ -310,11 +316,16 @@ LAYOUTS = ('shapes', 'template')
 PREMISES = dict(shapes=2, template=1)   # each layout's most premises per rule, as the models are trained
 
 
-def curriculum_caps(depth):
+def curriculum_caps(depth, max_facts=SHAPE_LIMITS['facts'][1], max_dead=SHAPE_LIMITS['dead'][1]):
     """The most (facts, side, dead) rules of a curriculum stage whose derivations reach `depth`: depth + 1,
-    depth - 1 and depth, within SHAPE_LIMITS (small shapes first, with short derivations)."""
+    depth - 1 and depth, within the limits (small shapes first, with short derivations)."""
     most = dict(facts=depth + 1, side=depth - 1, dead=depth)
-    return tuple(min(SHAPE_LIMITS[k][1], n) for k, n in most.items())
+    return tuple(min(hi, n) for (_, hi), n in zip(shape_limits(max_facts, max_dead).values(), most.values()))
+
+
+def shape_limits(max_facts, max_dead):
+    """SHAPE_LIMITS with at most `max_facts` facts and `max_dead` dead rules."""
+    return dict(SHAPE_LIMITS, facts=(1, max_facts), dead=(0, max_dead))
 
 
 def is_held_out(name):
@@ -335,21 +346,22 @@ class GenConfig:
     shape: tuple = None       # draw only this family (the held-out test sets)
     broken: float = 0.5       # unprovable problems whose planted path breaks (sample_structure)
     balance: bool = False     # chains of every length about equally often (balanced; layout 'shapes')
+    max_facts: int = SHAPE_LIMITS['facts'][1]   # the most facts a problem has (layout 'shapes')
+    max_dead: int = SHAPE_LIMITS['dead'][1]     # the most dead rules (layout 'shapes')
 
     def max_names(self):
         """The most distinct variables one problem can use (facts, path, side heads, dead atoms and
         dead-rule heads, a query in no rule)."""
         if self.layout == 'template':
             return 2 + self.max_depth + 3
-        return SHAPE_LIMITS['facts'][1] + self.max_depth + SHAPE_LIMITS['side'][1] + 2 + \
-            SHAPE_LIMITS['dead'][1] + 1
+        return self.max_facts + self.max_depth + SHAPE_LIMITS['side'][1] + 2 + self.max_dead + 1
 
     def limits(self):
         """The most facts, rules and chain steps a problem of this generator has."""
         if self.layout == 'template':
             n_facts, n_side, n_dead = 2, 0, 2
         else:
-            n_facts, n_side, n_dead = (SHAPE_LIMITS[k][1] for k in ('facts', 'side', 'dead'))
+            n_facts, n_side, n_dead = (hi for _, hi in shape_limits(self.max_facts, self.max_dead).values())
         return dict(facts=n_facts, rules=self.max_depth + n_side + n_dead, chain=self.max_depth + n_side)
 
     def max_tokens(self):
@@ -360,13 +372,18 @@ class GenConfig:
         return prompt + most['chain'] + 2
 
 
-def size_error(n_symbols, max_depth, max_premises):
+def size_error(n_symbols, max_depth, max_premises, max_facts=SHAPE_LIMITS['facts'][1],
+               max_dead=SHAPE_LIMITS['dead'][1]):
     """Why these problem sizes cannot work (a message naming the flag), or None. Both CLIs use it."""
     if not 1 <= max_premises <= 3:
         return '--max-premises must be 1, 2 or 3'
     if max_depth < 1:
         return '--max-depth must be >= 1'
-    need = GenConfig(max_depth=max_depth + BEYOND[-1]).max_names()    # the tests of longer chains
+    if not 1 <= max_facts <= 10:
+        return f'--max-facts {max_facts}: must be 1 to 10'
+    if not 0 <= max_dead <= 3 + BEYOND[-1]:
+        return f'--max-dead {max_dead}: must be 0 to {3 + BEYOND[-1]} (no more rules than the longest tests)'
+    need = GenConfig(max_depth=max_depth + BEYOND[-1], max_facts=max_facts).max_names()   # longer chains
     if need > N_UNSEEN:
         return (f'--max-depth {max_depth} needs {need} distinct names per problem; '
                 f'the unseen pool has {N_UNSEEN}')
@@ -380,9 +397,10 @@ def draw_shape(rng, cfg):
     """(facts, side rules, dead rules), uniform over the families not held out."""
     if cfg.shape:
         return cfg.shape
-    highs = cfg.shape_caps or [hi for _, hi in SHAPE_LIMITS.values()]
+    limits = shape_limits(cfg.max_facts, cfg.max_dead).values()
+    highs = cfg.shape_caps or [hi for _, hi in limits]
     while True:
-        shape = tuple(rng.randint(lo, hi) for (lo, _), hi in zip(SHAPE_LIMITS.values(), highs))
+        shape = tuple(rng.randint(lo, hi) for (lo, _), hi in zip(limits, highs))
         if shape not in cfg.held_out:
             return shape
 
@@ -392,10 +410,10 @@ def sample_structure(rng, cfg, depth, provable):
     number of atoms. Every problem has a planted path: a fact, then `depth` rules, each needing the atom
     derived just before it (and, with a second premise, a fact or an atom the path derived earlier).
     Around it, by the shape (facts, side, dead):
-      facts       1-4 facts; the path starts from one of them, the others may be premises anywhere
+      facts       1-6 (max_facts); the path starts from one of them, the others may be premises anywhere
       side rules  0-2 rules that fire but are not on the path (their chain steps are not needed), or whose
                   head is already known when they could fire (they never fire)
-      dead rules  0-3 rules with a premise that is never derivable (they never fire)
+      dead rules  0-3 (max_dead) rules with a premise that is never derivable (they never fire)
     All rules are shuffled, so side and dead rules stand before, between or after the path's.
     The query: if provable, the path's end, a fact, an atom on the path, or a side rule's head; if not, a
     dead rule's premise or head, a name in no rule, or (cfg.broken of them) a name on a path that breaks at
@@ -529,7 +547,7 @@ def keep_rates(cfg, provable, n=4000):
     the rarest length always kept: measured once per generator and answer on n problems of its own."""
     key = (repr(cfg), provable)
     if key not in _KEEP:
-        highs = cfg.shape_caps or [hi for _, hi in SHAPE_LIMITS.values()]
+        highs = cfg.shape_caps or [hi for _, hi in SHAPE_LIMITS.values()]     # (side rules: facts aside)
         side = 0 if cfg.layout == 'template' else highs[1]
         top = cfg.max_depth + (side > 0)                        # side rules can make a chain one longer
         rng, names = random.Random(0), [f'v{i}' for i in range(cfg.max_names())]
@@ -542,15 +560,16 @@ def keep_rates(cfg, provable, n=4000):
 
 
 def arbitrary(rng, cfg, names, provable=None):
-    """A random Horn problem with no planted structure: 1-4 facts and 1 to (the most rules a problem of
-    every shape at `cfg`'s depth has) rules over 3-10 atoms, premises and heads drawn at random, a random
-    query; labelled by the solver. Drawn again until its answer is `provable` (T/F balanced) and its
-    chain is no longer than such a problem's can be."""
+    """A random Horn problem with no planted structure: 1 to cfg.max_facts facts and 1 to (the most rules a
+    problem of every shape at `cfg`'s depth has, 0-3 dead ones) rules over 3-10 atoms, premises and heads
+    drawn at random, a random query; labelled by the solver. Drawn again until its answer is `provable` (T/F
+    balanced) and its chain is no longer than such a problem's can be."""
     provable = rng.random() < 0.5 if provable is None else provable
-    most = GenConfig(max_depth=cfg.max_depth).limits()     # the limits of every shape, whatever cfg's layout
+    most = GenConfig(max_depth=cfg.max_depth, max_facts=cfg.max_facts).limits()  # every shape's, whatever
+                                                                                 # cfg's layout
     while True:
         atoms = rng.sample(names, rng.randint(3, 10))
-        facts = rng.sample(atoms, rng.randint(1, min(4, len(atoms) - 1)))
+        facts = rng.sample(atoms, rng.randint(1, min(cfg.max_facts, len(atoms) - 1)))
         rules = []
         for _ in range(rng.randint(1, most['rules'])):
             ps = rng.sample(atoms, rng.randint(1, min(cfg.max_premises, len(atoms) - 1)))
@@ -666,6 +685,10 @@ def main(argv=None):
                         help="premises per rule, 1 to 3 (default: by --layout, as the demo's models are "
                         "trained: " + ', '.join(f'{k} {v}' for k, v in PREMISES.items()) +
                         "; 2: a rule may be a conjunction, 'a b -> c'; 1: every rule has one premise)")
+    parser.add_argument('--max-facts', type=int, default=d.max_facts, help='the most facts a problem has '
+                        '(layout shapes; 4: as in earlier versions)')
+    parser.add_argument('--max-dead', type=int, default=d.max_dead, help='the most dead rules a problem has '
+                        '(layout shapes; the tests have 0-3, the demo trains with up to 7)')
     parser.add_argument('--layout', choices=LAYOUTS, default=d.layout, help='shapes: problems of many shapes '
                         '(the demo trains on these, less the held-out families); template: the one layout '
                         'of earlier versions')
@@ -677,11 +700,12 @@ def main(argv=None):
         parser.error('--n must be between 0 and 10^9')
     if args.n_symbols > 10 ** 6:
         parser.error('--n-symbols must be at most 10^6')
-    error = size_error(args.n_symbols, args.max_depth, args.max_premises)
+    error = size_error(args.n_symbols, args.max_depth, args.max_premises, args.max_facts, args.max_dead)
     if error:
         parser.error(error)
     vocab = Vocab(args.n_symbols)
-    cfg = GenConfig(max_depth=args.max_depth, max_premises=args.max_premises, layout=args.layout)
+    cfg = GenConfig(max_depth=args.max_depth, max_premises=args.max_premises, layout=args.layout,
+                    max_facts=args.max_facts, max_dead=args.max_dead)
     rng = random.Random(args.seed)
     try:
         for _ in range(args.n):      # one at a time: the first line comes at once, memory stays constant

@@ -195,6 +195,44 @@ def test_generated_chains_are_valid_and_labels_are_the_solvers(max_premises):
         check_labels(L.arbitrary(rng, cfg, vocab.train_names))
 
 
+def test_max_facts_bounds_the_facts_and_a_checkpoint_from_before_reads_as_four(tmp_path):
+    """--max-facts: problems of every shape (arbitrary ones too) have 1..max_facts facts, the sizes follow,
+    and a checkpoint written before the switch (no max_facts stored) is read as four facts, its position
+    table's size."""
+    vocab, rng = L.Vocab(60), random.Random(0)
+    for most in (4, 6):
+        g = L.GenConfig(max_facts=most)
+        facts = {len(L.generate(rng, g, vocab.train_names).facts) for _ in range(800)}
+        assert facts == set(range(1, most + 1))
+        assert max(len(L.arbitrary(rng, g, vocab.train_names).facts) for _ in range(400)) == most
+    assert L.GenConfig(max_facts=6).max_tokens() == L.GenConfig(max_facts=4).max_tokens() + 4   # 'a .' twice
+    assert U.config_error(U.Config(n_symbols=20, max_facts=4)) is None
+    assert '--n-symbols must be >= 22' in U.config_error(U.Config(n_symbols=20))
+    cfg = replace(TINY, layout='shapes', max_facts=4, max_dead=3)
+    model = U.make_model(cfg)
+    U.save_checkpoint(tmp_path / 'f.pt', model, cfg, [dict(step=0)])
+    stored = torch.load(tmp_path / 'f.pt', weights_only=False)
+    old = {k: v for k, v in stored.items() if k != 'digest'}
+    new_keys = ('max_facts', 'max_dead')
+    torch.save({**old, 'config': {k: v for k, v in stored['config'].items() if k not in new_keys}},
+               tmp_path / 'old.pt')
+    _, _, lcfg = U.load_checkpoint(tmp_path / 'old.pt')
+    assert (lcfg.max_facts, lcfg.max_dead) == (4, 3)
+    assert lcfg.block_size() == cfg.block_size() < replace(cfg, max_facts=6).block_size()
+
+
+def test_training_draws_more_dead_rules_than_the_tests():
+    """--max-dead 7: training problems have up to 7 dead rules, so up to 13 rules, as many as the tests four
+    steps beyond have; the tests keep 0-3 (9 rules at most in range). By default training draws 0-3 too."""
+    cfg, vocab, rng = U.Config(max_dead=7), L.Vocab(60), random.Random(0)
+    train, test = cfg.gen_config(cfg.steps), cfg.gen_config()
+    assert {L.generate(rng, train, vocab.train_names).how['shape'][2] for _ in range(1500)} == set(range(8))
+    assert {L.generate(rng, test, vocab.train_names).how['shape'][2] for _ in range(500)} == set(range(4))
+    assert train.limits()['rules'] == cfg.longest_problems().limits()['rules'] == 13
+    assert test.limits()['rules'] == 9 and cfg.block_size() == cfg.longest_problems().max_tokens()
+    assert U.Config().gen_config(4500).limits()['rules'] == 9 and U.Config().max_dead == 3
+
+
 def test_the_shape_space():
     """Every kind of fact, rule and query occurs, with T/F balanced within each depth; the held-out
     families never do."""
@@ -1297,13 +1335,16 @@ def test_ask_shows_top_three_and_where_copy_attention_points(trained, capsys):
 
 def test_ask_says_when_a_problem_lies_beyond_training(capsys):
     model = U.make_model(TINY).eval()
-    U.ask(model, L.Vocab(TINY.n_symbols), TINY, 'u1 . u2 . u3 . u4 . u5 . u1 -> u6 . ? u6')
-    assert 'note: this problem has 5 facts (training: at most 4); the model never trained on a problem ' \
+    U.ask(model, L.Vocab(TINY.n_symbols), TINY, 'u1 . u2 . u3 . u4 . u5 . u6 . u7 . u1 -> u8 . ? u8')
+    assert 'note: this problem has 7 facts (training: at most 6); the model never trained on a problem ' \
         'like it' in capsys.readouterr().out.splitlines()
     g = U.Config(max_depth=2, max_premises=1).gen_config()
     assert L.beyond_training(g, L.parse('u1 . u2 . u1 -> u3 . u3 -> u4 . ? u4')) is None
     five = L.parse('u1 . u2 . u3 . u4 . u5 . u1 -> u6 . ? u6')
-    assert L.beyond_training(g, five) == 'this problem has 5 facts (training: at most 4)'
+    assert L.beyond_training(g, five) is None
+    # a model of four facts at most (--max-facts 4, and every checkpoint from before it was a switch)
+    assert L.beyond_training(replace(g, max_facts=4), five) == \
+        'this problem has 5 facts (training: at most 4)'
     long = L.parse(' . '.join(f'u{i} -> u{i + 1}' for i in range(5)) + ' . u0 u9 -> u8 . u0 . ? u5')
     assert L.beyond_training(g, long) == ('this problem has 5 chain steps (training: at most 4), '
                                           'a rule with 2 premises (training: at most 1)')
@@ -1653,7 +1694,11 @@ def test_a_bad_problems_file_gets_one_line_naming_it(trained, tmp_path, content,
     (['--n-embd', '30', '--n-head', '4'], 'divisible'),
     (['--max-premises', '4'], '--max-premises must be 1, 2 or 3'),
     (['--max-depth', '200'], 'the unseen pool has 100'),
-    (['--n-symbols', '5'], '--n-symbols must be >= 20'),
+    (['--n-symbols', '5'], '--n-symbols must be >= 22'),
+    (['--max-facts', '0'], '--max-facts 0: must be 1 to 10'),
+    (['--max-facts', '4', '--layout', 'template'], '--max-facts goes with --layout shapes'),
+    (['--max-dead', '8'], '--max-dead 8: must be 0 to 7 (no more rules than the longest tests)'),
+    (['--max-dead', '7', '--layout', 'template'], '--max-dead goes with --layout shapes'),
     (['--ask', 'x1 -> x2 . x1 . ? x2'], '--ask needs --ckpt'),
     (['--ask', 'x1 . ? x1', '--ckpt', 'no/such.pt'], 'no such file'),
     (['--device', 'tpu'], '--device tpu'),
@@ -1666,7 +1711,7 @@ def test_a_bad_problems_file_gets_one_line_naming_it(trained, tmp_path, content,
     (['--grid', '--seeds', '0'], '--seeds must be 1 to 100'),
     (['--grid', '--seeds', '1000000'], '--seeds must be 1 to 100'),
     (['--n-embd', '2048', '--n-layer', '48'], '2426M parameters, at most 200M'),
-    (['--eval-n', '2000', '--max-depth', '20', '--n-symbols', '100000'], 'one evaluation would hold 12 GB'),
+    (['--eval-n', '2000', '--max-depth', '20', '--n-symbols', '100000'], 'one evaluation would hold 13 GB'),
     (['--precision', 'fp16'], "invalid choice: 'fp16'"),
     (['--bench', '--precision', 'fp32', '--steps', '5'], 'cannot take --steps --precision'),
     (['--bench', '--curriculum', '100'], 'cannot take --curriculum'),
@@ -2683,13 +2728,15 @@ def test_a_resume_with_other_settings_is_refused_naming_each_and_deletes_nothing
 
 
 def test_a_grid_run_written_before_lr_floor_is_a_run_of_this_grid(tmp_path):
-    """Grid runs written before --lr-floor existed decayed to a tenth, as the grid still does: a resume keeps
-    them (a config without the key), and one with another floor is a run of other settings."""
+    """Grid runs written before --lr-floor, --balance and --max-facts existed decayed to a tenth, drew chains
+    as drawn and 1-4 facts, as the grid still does: a resume keeps them (a config without the keys), and one
+    with another floor is a run of other settings."""
     cfg = U.Config(**U.GRID_QUICK, precision='fp32')
-    assert cfg.lr_floor == 0.1
+    assert (cfg.lr_floor, cfg.balance, cfg.max_facts) == (0.1, False, 4) and U.Config().max_facts == 6
     wanted = {('standard', 0): json.loads(json.dumps(U.asdict(cfg)))}
     old = json.loads(grid_line(cfg))
-    del old['config']['lr_floor']
+    for key in ('lr_floor', 'balance', 'max_facts'):
+        del old['config'][key]
     other = json.loads(grid_line(replace(cfg, lr_floor=0.0)))
     path = tmp_path / 'grid_runs.jsonl'
     path.write_text(json.dumps(old) + '\n')

@@ -58,6 +58,8 @@ class Config:
     layout: str = 'shapes'     # 'shapes': problems of many shapes; 'template': one layout (logic_data.py)
     shape_curriculum: bool = True  # with the curriculum, small shapes first too (gen_config)
     balance: bool = None       # training chains of every length about equally often (logic_data.balanced)
+    max_facts: int = logic_data.SHAPE_LIMITS['facts'][1]   # the most facts a problem has (layout shapes)
+    max_dead: int = 3          # the most dead rules of a training problem (the tests: 0-3; layout shapes)
     # model
     n_layer: int = None        # None: by layout (LAYOUT_DEFAULTS)
     n_head: int = None
@@ -105,15 +107,17 @@ class Config:
 
     def gen_config(self, step=None):
         """The generator's settings: of the test problems, or (with `step`) of the training problems then.
-        With shape_curriculum, a stage of the curriculum (depth <= d) has at most d + 1 facts, d - 1 side and
-        d dead rules; the last has every shape. Training also draws broken paths (--broken), the tests not."""
+        A curriculum stage (depth <= d; shape_curriculum) has at most d + 1 facts, d - 1 side, d dead rules,
+        the last every shape; training alone draws broken paths and --max-dead's extra dead rules."""
         stage = self.max_depth if step is None else self.depth_at(step)
         train, shapes = step is not None, self.layout == 'shapes'   # the tests: as before --broken, --balance
+        dead = self.max_dead if train else logic_data.SHAPE_LIMITS['dead'][1]    # the tests: 0-3 dead rules
         most = None if stage == self.max_depth or not self.shape_curriculum or not shapes else \
-            logic_data.curriculum_caps(stage)
+            logic_data.curriculum_caps(stage, self.max_facts, dead)
         return logic_data.GenConfig(max_depth=stage, max_premises=self.max_premises, layout=self.layout,
                                     held_out=logic_data.HELD_OUT if shapes else (), shape_caps=most,
-                                    broken=self.broken if train else 0.0, balance=self.balance and train)
+                                    broken=self.broken if train else 0.0, balance=self.balance and train,
+                                    max_facts=self.max_facts, max_dead=dead)
 
     def depth_at(self, step):
         """The curriculum: the deepest derivation in the training problems at `step`. Training starts at
@@ -125,7 +129,8 @@ class Config:
         template layout: its own). It reads only what a command line's namespace has (config_error)."""
         deepest = self.max_depth + logic_data.BEYOND[-1] * (self.layout == 'shapes')
         premises = self.max_premises or LAYOUT_DEFAULTS[self.layout]['max_premises']   # a namespace: None
-        return logic_data.GenConfig(max_depth=deepest, max_premises=premises, layout=self.layout)
+        return logic_data.GenConfig(max_depth=deepest, max_premises=premises, layout=self.layout,
+                                    max_facts=self.max_facts)
 
     def block_size(self):
         """Longest sequence the model reads (the learned position table's size)."""
@@ -598,11 +603,9 @@ def train(cfg, log=print, predictions=None):
     """Train one model; returns (model, vocab, history), history a list of dicts, one per evaluation. Every
     cfg.eval_every steps and at the end: exact match on the test sets, the collapse metric, and a line in
     the log. With a dict as `predictions`, the last evaluation's predictions go there (`evaluate`)."""
-    vocab = logic_data.Vocab(cfg.n_symbols)
-    model = make_model(cfg)
+    vocab, model = logic_data.Vocab(cfg.n_symbols), make_model(cfg)
     optimizer = make_optimizer(model, cfg)
-    data = batches(random.Random(cfg.seed), cfg, vocab)
-    sets = eval_sets(cfg, vocab)
+    data, sets = batches(random.Random(cfg.seed), cfg, vocab), eval_sets(cfg, vocab)
     history, losses, seconds, t0 = [], [], [], time.time()
     hold = hold_unused_rows(model, vocab) if cfg.freeze_unused else lambda: None
     for step in range(cfg.steps + 1):
@@ -644,12 +647,9 @@ def verdict(cfg, history, headline, shapes=None, predictions=None):
     acc = last[headline]
     what = {'none': 'problems in training symbols', 'query': 'problems whose query is an unseen symbol',
             'all': 'problems written entirely in unseen symbols'}[headline]
-    if acc >= 0.9:
-        lines.append(f"verdict: the model solves {acc:.1%} of {what}.")
-    elif acc >= 0.5:
-        lines.append(f"verdict: the model solves only {acc:.1%} of {what}.")
-    else:
-        lines.append(f"verdict: the model fails on {what} ({acc:.1%} exact match).")
+    lines.append(f"verdict: the model solves {acc:.1%} of {what}." if acc >= 0.9 else
+                 f"verdict: the model solves only {acc:.1%} of {what}." if acc >= 0.5 else
+                 f"verdict: the model fails on {what} ({acc:.1%} exact match).")
     if headline != 'none':
         learned, alike = last['none'] >= 0.9, acc >= last['none'] - 0.05     # within 5 points: as well
         why = ("it learned the task, and that carries over to the unseen names." if learned and acc >= 0.9
@@ -894,6 +894,11 @@ def plan(cfg, out):
                      "(--forget-every; the signs' rows keep training)")
     if cfg.balance:
         lines.append("training chains of every length about equally often (--balance; the tests as drawn)")
+    if cfg.layout == 'shapes':
+        tests = logic_data.SHAPE_LIMITS['dead'][1]
+        dead = f"0-{tests} dead rules" if cfg.max_dead == tests else \
+            f"0-{cfg.max_dead} dead rules (the tests 0-{tests}: --max-dead)"
+        lines.append(f"problems of 1-{cfg.max_facts} facts (--max-facts), 0-2 side rules and {dead}")
     if cfg.shift:
         lines.append(f"each training problem starts at row 0 or row {cfg.shift} of the position table at "
                      f"random, the tests at row {cfg.shift} (--shift)")
@@ -1185,10 +1190,10 @@ def ask(model, vocab, cfg, text):
     ids, n_prompt = vocab.encode(p)
     if len(ids) > cfg.block_size():
         raise ValueError(f"problem too long: {len(ids)} tokens, this model reads at most {cfg.block_size()}")
-    note = logic_data.beyond_training(cfg.gen_config(), p)
+    note = logic_data.beyond_training(cfg.gen_config(cfg.steps), p)
     if note:
         print(f"note: {note}; the model never trained on a problem like it")
-    deep = logic_data.depth_note(cfg.gen_config(), p)
+    deep = logic_data.depth_note(cfg.gen_config(cfg.steps), p)
     if deep:
         print(f"note: {deep}")
     trace = []
@@ -1222,9 +1227,10 @@ def load_checkpoint(path, device='cpu'):
     try:
         ck = torch.load(path, map_location=device)
         # a checkpoint from before problems of every shape trained on the one layout, with its defaults
-        # (and no broken paths, no shape curriculum): what a key it lacks meant then
+        # (and no broken paths, no shape curriculum, at most 4 facts and 3 dead rules): what a key it lacks
+        # meant then
         cfg = Config(**{**LAYOUT_DEFAULTS['template'], 'layout': 'template', 'shape_curriculum': False,
-                        'broken': 0.0, **ck['config'], 'device': device})
+                        'broken': 0.0, 'max_facts': 4, 'max_dead': 3, **ck['config'], 'device': device})
         error = config_error(cfg)
         if error is None:
             # (a checkpoint from before the copy layer's rename: copy.gain is now copy_attn.beta)
@@ -1282,7 +1288,8 @@ def solve_problems(model, vocab, cfg, numbered, path, n_show=5):
               f"unseen ones (line {line}: {', '.join(f'{a} -> {u}' for a, u in mine.items())})")
     for note_of, what in ((logic_data.beyond_training, 'lie beyond what the model trained on'),
                           (logic_data.depth_note, "are deeper than training's planted paths")):
-        found = [(line, note) for line, p in numbered for note in [note_of(cfg.gen_config(), p)] if note]
+        found = [(line, note) for line, p in numbered
+                 for note in [note_of(cfg.gen_config(cfg.steps), p)] if note]
         if found:
             print(f"note: {len(found)} of {len(problems)} problems {what} (line {found[0][0]}: "
                   f"{found[0][1]})")
@@ -1411,12 +1418,13 @@ def in_workers(fn, jobs, workers):
 
 # one common setting for every row: the demo's task and training (problems of every shape, rules of one or
 # two premises, broken paths, Muon and its schedule) on shallower derivations (depth 1-2), with 4 layers of
-# 4 heads, chains as drawn (the demo's before issue 57) and 3000 steps, what the frozen row needs to reach
-# about 90% (the notebook's probes): a seed of every row took about 108 min on 2 CPU cores in float32, both
-# 3 h 37 min (spread them with --shard, or add the second seed later with --resume); --quick, for a class:
-# six rows, one seed, 1000 steps. Every row differs from the first only in the paper's switches (grid_rows).
-GRID = dict(n_symbols=5000, max_depth=2, n_layer=4, n_head=4, balance=False, steps=3000, eval_every=500,
-            eval_n=500)
+# 4 heads, chains as drawn, at most 4 facts and 3 dead rules (the demo's before issue 57) and 3000 steps,
+# what the frozen row needs to reach about 90% (the notebook's probes): a seed of every row took about 108
+# min on 2 CPU cores in float32, both 3 h 37 min (spread them with --shard, or add the second seed later
+# with --resume); --quick, for a class: six rows, one seed, 1000 steps. Every row differs from the first
+# only in the paper's switches (grid_rows).
+GRID = dict(n_symbols=5000, max_depth=2, n_layer=4, n_head=4, balance=False, max_facts=4, max_dead=3,
+            steps=3000, eval_every=500, eval_n=500)
 GRID_QUICK = dict(GRID, steps=1000, eval_n=300)
 GRID_FORGET_EVERY = 100                          # resets every K steps: all through, or until halfway
 GRID_POOLS = (250, 500, 1000, 2000)              # smaller training pools than GRID's: the diversity curve
@@ -1596,6 +1604,8 @@ def read_run(raw):
         return None
     r['config'].setdefault('lr_floor', 0.1)           # a run from before --lr-floor decayed to a tenth
     r['config'].setdefault('balance', False)          # ... and one from before --balance drew chains as drawn
+    r['config'].setdefault('max_facts', 4)            # ... and one from before --max-facts drew 1-4 facts
+    r['config'].setdefault('max_dead', 3)             # ... and 0-3 dead rules
     return r if all(0 <= r[k] <= 1 for k in numbers[4:]) else None
 
 
@@ -2007,6 +2017,11 @@ def parse_args(argv=None):
     a('--forget-until', type=int, default=0, metavar='N', help='no resets after step N (0: never stop)')
     a('--n-symbols', type=int, default=d.n_symbols, help='training symbol pool (diversity)')
     a('--max-depth', type=int, default=d.max_depth, help='longest planted derivation')
+    a('--max-facts', type=int, default=d.max_facts, help='the most facts a problem has (layout shapes; 4: '
+      'as in earlier versions, whose models take the first four slots of a prompt for the facts)')
+    a('--max-dead', type=int, default=d.max_dead, help='the most dead rules (never firing) a training '
+      'problem has (layout shapes; the tests keep 0-3; 7: as many rules as the tests 4 steps beyond have, '
+      'so more rules than 9 do not break the model, at a cost in accuracy and time)')
     a('--max-premises', type=int, default=None, help=by_layout('max_premises') + ': premises per rule '
       '(1 to 3; 1: no conjunctions)')
     a('--curriculum', type=int, default=None, metavar='N', help=by_layout('curriculum') + ': training '
@@ -2123,6 +2138,10 @@ def check_args(p, args):
         (args.copy_form != d.copy_form and not args.copy_attn, '--copy-form goes with --copy-attn'),
         (args.broken != d.broken and args.layout == 'template',
          '--broken goes with --layout shapes (the one layout has no broken paths)'),
+        (args.max_facts != d.max_facts and args.layout == 'template',
+         '--max-facts goes with --layout shapes (the one layout always has 2 facts)'),
+        (args.max_dead != d.max_dead and args.layout == 'template',
+         '--max-dead goes with --layout shapes (the one layout always has 2 dead rules)'),
         (args.decay is not None and args.schedule != 'wsd', '--decay goes with --schedule wsd'),
         (args.muon_lr != d.muon_lr
          and (args.optimizer or LAYOUT_DEFAULTS[args.layout]['optimizer']) != 'muon',
@@ -2175,7 +2194,8 @@ def config_error(c):
         (heads >= 1 and c.positions == 'rotary' and c.n_embd // heads % 2,
          f'--positions rotary turns pairs of channels: the head size --n-embd / --n-head '
          f'({c.n_embd} / {heads} = {c.n_embd // max(1, heads)}) must be even'),
-        (True, logic_data.size_error(c.n_symbols, c.max_depth, number('max_premises'))),
+        (True, logic_data.size_error(c.n_symbols, c.max_depth, number('max_premises'), c.max_facts,
+                                     c.max_dead)),
         *[(not low <= number(k) <= high or (number(k) == 0 and k in open_low),
            f"{flag(k)} {number(k)}: must be a number in {'(' if k in open_low else '['}{low}, {high}]")
           for k, low, high in ranges],
