@@ -29,7 +29,7 @@ structure (the default, layout 'shapes'):
                        anywhere or unused)
     side rules         0-2 rules that fire but are not needed (their heads join the chain wherever forward
                        chaining reaches them), or whose head is already known when they could fire
-    dead rules         0-3 (max_dead; the demo trains with up to 7) rules with a premise that is never
+    dead rules         0-3 (max_dead: up to 7 for training) rules with a premise that is never
                        derivable: they never fire (a conjunction among them may have every other premise
                        known: one premise short)
     the query          provable: the path's end, a fact, an atom on the path or a side rule's head;
@@ -303,10 +303,10 @@ def parse_line(line, max_tokens=None):
 # the generator: many shapes (the default), or the one layout of earlier versions ('template')
 
 SHAPE_LIMITS = dict(facts=(1, 6), side=(0, 2), dead=(0, 3))   # per problem, inclusive
-# Training may draw more dead rules (max_dead; the demo: up to 7, so that it sees as many rules as the tests 4
-# steps beyond have). Facts were 1-4 and dead rules 0-3 in training too until the models turned out to
-# take the first four slots of a prompt for the facts and to fail on more rules than training ever had:
-# checkpoints from then read as max_facts=4, max_dead=3, and --max-facts 4 --max-dead 3 trains one again.
+# Training may draw more dead rules (max_dead, up to 7: as many rules as the tests 4 steps beyond have), for
+# models fail on more rules than training ever had. Facts were 1-4 until the models turned out to take the
+# first four slots of a prompt for the facts: checkpoints from then read as max_facts=4 (and max_dead=3),
+# and --max-facts 4 trains one again.
 # shape families (facts, side rules, dead rules) never drawn for training: the test of shapes never seen.
 # (1, 0, 0) is the smallest problem, 'u1 . u1 -> u2 . ? u2'; the other two are a middle and a wide one.
 HELD_OUT = ((1, 0, 0), (2, 1, 2), (4, 2, 0))
@@ -688,7 +688,8 @@ def main(argv=None):
     parser.add_argument('--max-facts', type=int, default=d.max_facts, help='the most facts a problem has '
                         '(layout shapes; 4: as in earlier versions)')
     parser.add_argument('--max-dead', type=int, default=d.max_dead, help='the most dead rules a problem has '
-                        '(layout shapes; the tests have 0-3, the demo trains with up to 7)')
+                        '(layout shapes; 3: the tests and the demo; up to 7: training for longer rule '
+                        'lists)')
     parser.add_argument('--layout', choices=LAYOUTS, default=d.layout, help='shapes: problems of many shapes '
                         '(the demo trains on these, less the held-out families); template: the one layout '
                         'of earlier versions')

@@ -33,7 +33,8 @@ import unseen as U
 # of one premise)
 TINY = U.Config(**dict(U.LAYOUT_DEFAULTS['template'],   # the one layout's AdamW recipe, on every shape
                        n_symbols=40, n_layer=2, n_head=2, n_embd=32, batch_size=32, steps=40, warmup=5,
-                       eval_every=1000, eval_n=50, max_depth=2, curriculum=0, broken=0.0))
+                       eval_every=1000, eval_n=50, max_depth=2, curriculum=0, broken=0.0,
+                       max_facts=4))   # (small problems: a model of 40 steps solves some of them)
 
 
 def fake_machine(monkeypatch, bf16):
@@ -1335,8 +1336,8 @@ def test_ask_shows_top_three_and_where_copy_attention_points(trained, capsys):
 
 def test_ask_says_when_a_problem_lies_beyond_training(capsys):
     model = U.make_model(TINY).eval()
-    U.ask(model, L.Vocab(TINY.n_symbols), TINY, 'u1 . u2 . u3 . u4 . u5 . u6 . u7 . u1 -> u8 . ? u8')
-    assert 'note: this problem has 7 facts (training: at most 6); the model never trained on a problem ' \
+    U.ask(model, L.Vocab(TINY.n_symbols), TINY, 'u1 . u2 . u3 . u4 . u5 . u1 -> u6 . ? u6')
+    assert 'note: this problem has 5 facts (training: at most 4); the model never trained on a problem ' \
         'like it' in capsys.readouterr().out.splitlines()
     g = U.Config(max_depth=2, max_premises=1).gen_config()
     assert L.beyond_training(g, L.parse('u1 . u2 . u1 -> u3 . u3 -> u4 . ? u4')) is None
@@ -1470,13 +1471,18 @@ def test_shipped_checkpoints_reproduce_the_readmes_two_rows():
         predictions = {}
         acc = U.evaluate(model, vocab, U.eval_sets(cfg, vocab), predictions=predictions)
         kinds = U.mistake_counts(*predictions['all'], vocab)          # the README's mistakes, as counted
-        if ck == 'assets/standard.pt':
-            assert kinds == {'stopped early (T or F for an atom)': {1: 451}}
-            assert ('the first wrong token of each mistake: stopped early (T or F for an atom) 451 (at step '
-                    '1)') in readme
-        else:       # the README's counts: 14 mistakes, 4 / 1 / 5 / 1 / 3 of each kind in MISTAKE_KINDS' order
-            assert [sum(at.values()) for at in kinds.values()] == [4, 1, 5, 1, 3]
-            assert "The frozen model's 14 mistakes" in ' '.join(readme.split())
+        said = ' '.join(readme.split())
+        if ck == 'assets/standard.pt':        # every mistake a T or F at once, as many as the README says
+            n = sum(kinds.get(U.MISTAKE_KINDS[0], {}).values())
+            assert n > 400 and kinds == {U.MISTAKE_KINDS[0]: {1: n}}
+            assert f'the first wrong token of each mistake: {U.MISTAKE_KINDS[0]} {n} (at step 1)' in said
+        else:       # the README's sentence on the frozen model's mistakes: how many, and of each kind
+            words = dict(zip(U.MISTAKE_KINDS, ('stopping early', 'an atom already known', 'a rule that fires '
+                                               'but is not the first listed', 'a rule one premise short',
+                                               'a name no rule derives', 'going on past a known query')))
+            assert f"The frozen model's {sum(sum(at.values()) for at in kinds.values())} mistakes" in said
+            for kind, at in kinds.items():
+                assert f'{words[kind]} ({sum(at.values())}' in said, kind
         shapes = U.evaluate_shapes(model, vocab, U.shape_sets(cfg, vocab))
         held, arbitrary = shapes['held-out shapes, mean'], shapes['arbitrary Horn problems']
         want = [f"{acc[s]:.1%} ({100 * acc[s + '_T']:.0f} / {100 * acc[s + '_F']:.0f})" for s in L.SCENARIOS]
