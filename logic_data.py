@@ -547,7 +547,7 @@ def keep_rates(cfg, provable, n=4000):
     the rarest length always kept: measured once per generator and answer on n problems of its own."""
     key = (repr(cfg), provable)
     if key not in _KEEP:
-        highs = cfg.shape_caps or [hi for _, hi in SHAPE_LIMITS.values()]     # (side rules: facts aside)
+        highs = cfg.shape_caps or [hi for _, hi in SHAPE_LIMITS.values()]     # (only the side rules' is read)
         side = 0 if cfg.layout == 'template' else highs[1]
         top = cfg.max_depth + (side > 0)                        # side rules can make a chain one longer
         rng, names = random.Random(0), [f'v{i}' for i in range(cfg.max_names())]
@@ -565,8 +565,8 @@ def arbitrary(rng, cfg, names, provable=None):
     drawn at random, a random query; labelled by the solver. Drawn again until its answer is `provable` (T/F
     balanced) and its chain is no longer than such a problem's can be."""
     provable = rng.random() < 0.5 if provable is None else provable
-    most = GenConfig(max_depth=cfg.max_depth, max_facts=cfg.max_facts).limits()  # every shape's, whatever
-                                                                                 # cfg's layout
+    # the limits of every shape (its dead rules as the tests draw them), whatever cfg's layout
+    most = GenConfig(max_depth=cfg.max_depth, max_facts=cfg.max_facts).limits()
     while True:
         atoms = rng.sample(names, rng.randint(3, 10))
         facts = rng.sample(atoms, rng.randint(1, min(cfg.max_facts, len(atoms) - 1)))

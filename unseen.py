@@ -898,7 +898,8 @@ def plan(cfg, out):
         tests = logic_data.SHAPE_LIMITS['dead'][1]
         dead = f"0-{tests} dead rules" if cfg.max_dead == tests else \
             f"0-{cfg.max_dead} dead rules (the tests 0-{tests}: --max-dead)"
-        lines.append(f"problems of 1-{cfg.max_facts} facts (--max-facts), 0-2 side rules and {dead}")
+        side = logic_data.SHAPE_LIMITS['side'][1]
+        lines.append(f"problems of 1-{cfg.max_facts} facts (--max-facts), 0-{side} side rules and {dead}")
     if cfg.shift:
         lines.append(f"each training problem starts at row 0 or row {cfg.shift} of the position table at "
                      f"random, the tests at row {cfg.shift} (--shift)")
