@@ -963,25 +963,33 @@ def test_orthogonal_init_is_as_orthogonal_as_the_shape_allows():
             assert abs(w.norm(dim=1).pow(2).mean().item() - 1) < 1e-4
 
 
-def test_emb_lr_scales_the_step_of_the_embeddings_alone():
-    """--emb-lr s: AdamW moves the (un)embeddings s times as far as at the full rate (its first step is the
-    rate itself, whatever the gradient's size), and every other parameter as far as before."""
+def test_emb_lr_scales_the_step_of_the_names_rows_alone():
+    """--emb-lr s: AdamW moves the names' rows (x.., u..) s times as far as at the full rate (its first step
+    is the rate itself, whatever the gradient's size); the signs' rows and every other parameter as far as
+    before."""
+    vocab = L.Vocab(TINY.n_symbols)
+    names = torch.tensor(vocab.name_ids)
+    signs = torch.tensor([i for i in range(len(vocab.itos)) if i not in set(vocab.name_ids)])
+
     def moved(emb_lr):
         cfg = replace(TINY, emb_lr=emb_lr, optimizer='adamw', weight_decay=0.0)
-        vocab, model = L.Vocab(cfg.n_symbols), U.make_model(cfg)
+        model = U.make_model(cfg)
         before = {k: v.clone() for k, v in model.state_dict().items()}
         opt = U.make_optimizer(model, cfg)
         U.set_lr(opt, cfg, cfg.warmup)                                       # the full rate
         U.train_step(model, opt, *next(U.batches(random.Random(0), cfg, vocab)))
         after = model.state_dict()
-        return {k: (after[k] - before[k]).abs().max().item() for k in before}
+        return {k: (after[k] - before[k]).abs() for k in before}
     full, tenth = moved(1.0), moved(0.1)
-    emb = 'lm_head.weight'
-    assert tenth[emb] == pytest.approx(0.1 * full[emb], rel=1e-3)
-    assert full[emb] == pytest.approx(TINY.lr if TINY.lr else U.LAYOUT_DEFAULTS[TINY.layout]['lr'], rel=1e-3)
-    assert all(tenth[k] == pytest.approx(full[k]) for k in full if k != emb and 'wte' not in k)
+    emb, rate = 'lm_head.weight', TINY.lr if TINY.lr else U.LAYOUT_DEFAULTS[TINY.layout]['lr']
+    assert full[emb][names].max().item() == pytest.approx(rate, rel=1e-3)
+    assert tenth[emb][names].max().item() == pytest.approx(0.1 * rate, rel=1e-3)
+    assert torch.allclose(tenth[emb][names], 0.1 * full[emb][names], atol=1e-7)
+    assert full[emb][signs].max().item() == pytest.approx(rate, rel=1e-3)          # the signs: as before
+    assert torch.equal(tenth[emb][signs], full[emb][signs])
+    assert all(torch.allclose(tenth[k], full[k]) for k in full if k != emb and 'wte' not in k)
     said = U.plan(replace(TINY, emb_lr=0.1, forget_every=10), 'out')               # the plan says so
-    assert '(the (un)embeddings ' in said and '--emb-lr 0.1' in said and 'emb-lr 0.1' in said.splitlines()[0]
+    assert "(the names' rows " in said and '--emb-lr 0.1' in said and 'emb-lr 0.1' in said.splitlines()[0]
     assert '--emb-lr' not in U.plan(replace(TINY, emb_lr=0.1, freeze_emb=True), 'out')   # (nothing to train)
 
 
@@ -1931,12 +1939,13 @@ def test_precision_auto_only_picks_bf16_where_it_is_fast(monkeypatch):
 
 def test_grid_has_every_row_the_paper_table_needs():
     rows = dict(U.grid_rows(U.Config(**U.GRID)))                      # as main_grid builds it
-    K, N = U.GRID_FORGET_EVERY, U.GRID['steps'] // 2
+    K, N, E = U.GRID_FORGET_EVERY, U.GRID['steps'] // 2, f' + emb-lr {U.GRID_EMB_LR:g}'
     for row in ['standard', 'no-identity', 'copy-attn', 'copy-pointer', 'freeze-emb',
-                'copy-attn + freeze-emb', 'freeze-unused', f'forget-every {K}',
-                f'copy-attn + forget-every {K}',
-                f'forget-every {K} + until {N}', f'copy-pointer + forget-every {K} + until {N}', 'untied']:
+                'copy-attn + freeze-emb', 'freeze-unused', f'forget-every {K}{E}',
+                f'copy-attn + forget-every {K}{E}',
+                f'forget-every {K} + until {N}{E}', f'copy-pointer + forget-every {K} + until {N}{E}', 'untied']:
         assert row in rows
+    assert all(r.emb_lr == (U.GRID_EMB_LR if r.forget_every else 1) for r in rows.values())   # resets: slow
     # each label says what its configuration is; every row trains with the demo's task and training (its
     # optimiser, schedule, curriculum, broken paths, conjunctions), on problems of every shape
     demo, grid = U.Config(), U.Config(**U.GRID)
@@ -1946,15 +1955,15 @@ def test_grid_has_every_row_the_paper_table_needs():
     assert all(r.n_layer == grid.n_layer and r.max_depth == grid.max_depth for r in rows.values())
     assert not rows['no-identity'].identity and rows['standard'].identity
     assert rows['copy-pointer'].copy_attn and rows['copy-pointer'].copy_form == 'pointer'
-    assert rows[f'forget-every {K} + until {N}'].forget_until == N and not rows['untied'].tie_emb
-    assert rows[f'copy-attn + forget-every {K}'].forget_until == 0 and rows['freeze-unused'].freeze_unused
+    assert rows[f'forget-every {K} + until {N}{E}'].forget_until == N and not rows['untied'].tie_emb
+    assert rows[f'copy-attn + forget-every {K}{E}'].forget_until == 0 and rows['freeze-unused'].freeze_unused
     for n in U.GRID_POOLS:                                             # the diversity curve, both models
         assert n < grid.n_symbols and rows[f'freeze-emb, {n} symbols'] == replace(grid, n_symbols=n,
                                                                                    freeze_emb=True)
         assert rows[f'standard, {n} symbols'] == replace(grid, n_symbols=n)
     quick = U.grid_rows(U.Config(**U.GRID_QUICK), quick=True)           # --quick: six rows for a class
     assert [label for label, _ in quick] == ['standard', 'copy-attn', 'freeze-emb', 'copy-attn + freeze-emb',
-                                             'freeze-unused', f'forget-every {K}']
+                                             'freeze-unused', f'forget-every {K}{E}']
 
 
 def test_fine_tuning_starts_from_collapsed_fresh_or_copied_rows():
@@ -2132,7 +2141,7 @@ def test_grid_rows_trains_only_the_named_rows_and_their_table(tmp_path, tiny_gri
         (label, seed) for label in labels for seed in (0, 1))
     assert all('all_before_reset' in r for r in runs if 'until' not in r['row'])   # both moments kept
     table = (tmp_path / 'grid.md').read_text()
-    assert '| standard |' not in table and '| forget-every 100 |' in table
+    assert '| standard |' not in table and '| forget-every 100 + emb-lr 0.1 |' in table
     assert 'no fine-tuning contrast' in table and not (tmp_path / 'finetune.png').exists()
     r = run('unseen.py', '--grid', '--rows', 'nothing like it')
     assert r.returncode == 2

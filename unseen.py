@@ -83,7 +83,7 @@ class Config:
     batch_size: int = None     # None: by layout
     optimizer: str = None      # 'muon': Muon on the blocks' matrices, AdamW on the rest; 'adamw': all AdamW
     lr: float = None           # AdamW's rate
-    emb_lr: float = 1.0        # the (un)embeddings' AdamW rate, as a share of lr (why: --between-resets)
+    emb_lr: float = 1.0        # the names' rows' AdamW rate, as a share of lr (why: --between-resets)
     muon_lr: float = 6e-3      # Muon's rate (the schedule scales both)
     weight_decay: float = 0.1  # on every matrix, the (un)embeddings included (they always take AdamW)
     warmup: int = 100
@@ -401,19 +401,19 @@ def make_optimizer(model, cfg):
     none on biases and LayerNorm gains. With --optimizer muon (the default on problems of every shape), the
     blocks' matrices take Muon instead (Jordan et al. 2024: momentum, orthogonalised by a Newton-Schulz
     iteration), which leaves the plateau at the start of training far sooner; the (un)embeddings keep
-    AdamW with weight decay (at --emb-lr times the rate), so the paper's mechanism is untouched. Each group
-    keeps its full rate in 'base_lr', which the schedule scales."""
+    AdamW with weight decay, so the paper's mechanism is untouched. Each group keeps its full rate in
+    'base_lr', which the schedule scales. --emb-lr: `slow_name_rows`."""
     params = [p for p in model.parameters() if p.requires_grad]
     muon = cfg.optimizer == 'muon'
     blocks = {id(p) for p in model.transformer.h.parameters() if p.dim() == 2} if muon else {}
     matrices = [p for p in params if id(p) in blocks]                  # (C, C), (3C, C), (4C, C), (C, 4C)
-    emb = {id(p) for p in model.embeddings()}                               # their own rate: --emb-lr
     decay = [p for p in params if p.dim() >= 2 and id(p) not in blocks]    # (un)embeddings, position table
     no_decay = [p for p in params if p.dim() < 2]                           # biases, gains, a_h, b_h, beta
-    groups = [dict(params=[p for p in decay if id(p) in emb], lr=cfg.lr * cfg.emb_lr),
-              dict(params=[p for p in decay if id(p) not in emb]), dict(params=no_decay, weight_decay=0.0)]
+    groups = [dict(params=decay), dict(params=no_decay, weight_decay=0.0)]
     adamw = torch.optim.AdamW([g for g in groups if g['params']], lr=cfg.lr, betas=(0.9, 0.99),
                               weight_decay=cfg.weight_decay, fused=cfg.device in ('cpu', 'cuda'))
+    if cfg.emb_lr != 1 and not cfg.freeze_emb:
+        slow_name_rows(adamw, model, logic_data.Vocab(cfg.n_symbols).name_ids, cfg.emb_lr)
     optimizer = adamw if not matrices else Optimizers(adamw, torch.optim.Muon(
         matrices, lr=cfg.muon_lr, weight_decay=cfg.weight_decay, adjust_lr_fn='match_rms_adamw'))
     for group in optimizer.param_groups:
@@ -885,7 +885,7 @@ def plan(cfg, out):
     rates = f"Muon {cfg.muon_lr:g} on the blocks' matrices, AdamW {cfg.lr:g} on the rest" \
         if cfg.optimizer == 'muon' else f"AdamW {cfg.lr:g}"
     if cfg.emb_lr != 1 and not cfg.freeze_emb:
-        rates += f" (the (un)embeddings {cfg.lr * cfg.emb_lr:g}: --emb-lr {cfg.emb_lr:g})"
+        rates += f" (the names' rows {cfg.lr * cfg.emb_lr:g}: --emb-lr {cfg.emb_lr:g})"
     lines.append(f"{rates}: a {cfg.warmup}-step warmup, {decay} (--schedule {cfg.schedule})")
     if cfg.forget_every:
         until = f" until step {cfg.forget_until}" if cfg.forget_until and cfg.forget_until < cfg.steps else \
@@ -1428,6 +1428,7 @@ GRID = dict(n_symbols=5000, max_depth=2, n_layer=4, n_head=4, balance=False, max
             steps=3000, eval_every=500, eval_n=500)
 GRID_QUICK = dict(GRID, steps=1000, eval_n=300)
 GRID_FORGET_EVERY = 100                          # resets every K steps: all through, or until halfway
+GRID_EMB_LR = 0.1                                # ... with the names' rows at a tenth of the rate (--emb-lr)
 GRID_POOLS = (250, 500, 1000, 2000)              # smaller training pools than GRID's: the diversity curve
 GRID_FILE_MAX = 64 << 20                         # grid_runs.jsonl: far beyond what a grid writes
 GRID_FT = (1500, 50)                             # fine-tuning: most steps, evaluate every
@@ -1440,19 +1441,19 @@ def grid_rows(base, quick=False, only=None):
     if only:
         return [(label, cfg) for label, cfg in grid_rows(base, quick) if only in label]
     c = lambda **kw: replace(base, **kw)
-    K, N = GRID_FORGET_EVERY, base.steps // 2
+    forget, N = dict(forget_every=GRID_FORGET_EVERY, emb_lr=GRID_EMB_LR), base.steps // 2
     copy_attn, pointer = dict(copy_attn=True), dict(copy_attn=True, copy_form='pointer')
     rows = [c(), c(identity=False),                                  # what the identity terms buy
             c(**copy_attn), c(**pointer),                            # copy attention alone, both forms
             c(freeze_emb=True), c(freeze_emb=True, **copy_attn),     # frozen (un)embeddings
             c(freeze_unused=True),                                   # only the never-target rows frozen
-            c(forget_every=K), c(forget_every=K, **copy_attn),       # resets all through training
-            c(forget_every=K, forget_until=N),                       # temporary forgetting
-            c(forget_every=K, forget_until=N, **pointer),
+            c(**forget), c(**forget, **copy_attn),                   # resets all through training
+            c(**forget, forget_until=N),                             # temporary forgetting
+            c(**forget, forget_until=N, **pointer),
             c(tie_emb=False)]
     if quick:   # the collapse, the paper's fixes, the practitioner's row
         rows = [c(), c(**copy_attn), c(freeze_emb=True), c(freeze_emb=True, **copy_attn),
-                c(freeze_unused=True), c(forget_every=K)]
+                c(freeze_unused=True), c(**forget)]
         return [(run_name(r), r) for r in rows]
     pools = [(f'{run_name(r)}, {n} symbols', replace(r, n_symbols=n))       # diversity: fewer training names
              for n in GRID_POOLS for r in (c(), c(freeze_emb=True))]
@@ -1472,6 +1473,25 @@ def hold_unused_rows(model, vocab):
         for w, rows_at_init in kept:
             w[rows] = rows_at_init
     return hold
+
+
+def slow_name_rows(adamw, model, rows, share):
+    """--emb-lr: the names' rows (`rows`, x.. and u..) of the (un)embeddings move `share` times as far as
+    AdamW moves them; the signs' rows ('->', '.', T, F, ...) at the full rate. Adam's step does not depend
+    on the rate, so shortening it afterwards is AdamW at `share` times the rate for those rows, weight decay
+    included. Resets need it: at the full rate AdamW lines re-drawn rows up within one interval."""
+    rows, before = torch.tensor(rows, device=model.lm_head.weight.device), []
+
+    @torch.no_grad()
+    def remember(*_):
+        before[:] = [w[rows].clone() for w in model.embeddings()]
+
+    @torch.no_grad()
+    def shorten(*_):
+        for w, old in zip(model.embeddings(), before):
+            w[rows] = old + share * (w[rows] - old)
+    adamw.register_step_pre_hook(remember)
+    adamw.register_step_post_hook(shorten)
 
 
 def mean_range(xs, fmt):
@@ -2044,8 +2064,9 @@ def parse_args(argv=None):
     a('--optimizer', choices=('muon', 'adamw'), default=None, help=by_layout('optimizer') + ": muon: Muon on "
       "the blocks' matrices, AdamW on the rest (the (un)embeddings included); adamw: AdamW on everything")
     a('--lr', type=float, default=None, help=by_layout('lr') + ": AdamW's rate")
-    a('--emb-lr', type=float, default=d.emb_lr, help="the (un)embeddings' AdamW rate, as a share of --lr "
-      '(a small share keeps reset rows apart between resets: theory_demo.py --between-resets)')
+    a('--emb-lr', type=float, default=d.emb_lr, help="the names' rows' AdamW rate, as a share of --lr; the "
+      "signs' rows train at the full rate (a small share keeps reset rows apart between resets: "
+      'theory_demo.py --between-resets)')
     a('--muon-lr', type=float, default=d.muon_lr, help="Muon's rate (with --optimizer muon)")
     a('--schedule', choices=('wsd', 'cosine'), default=d.schedule, help='after the warmup, wsd: the full lr, '
       'then a linear decay to --lr-floor over the last --decay of the steps; cosine: a cosine decay to it')
