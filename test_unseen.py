@@ -2131,10 +2131,13 @@ def test_a_grid_of_one_seed_takes_a_second_with_resume(tmp_path, tiny_grid, caps
     assert ': 2 seed(s) per row' in (tmp_path / 'grid.md').read_text()
 
 
-def test_grid_rows_trains_only_the_named_rows_and_their_table(tmp_path, tiny_grid):
+def test_grid_rows_trains_only_the_named_rows_and_their_table(tmp_path, tiny_grid, capsys):
     """--rows forget: the resetting rows alone, both seeds, their table and curves, no fine-tuning (the
-    standard model is not among them); a text no row holds is refused in one line."""
+    standard model is not among them, and the last line names no finetune.png); a text no row holds is
+    refused in one line."""
     U.main(['--grid', '--rows', 'forget', '--out', str(tmp_path), '--precision', 'fp32'])
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert 'wrote' in last and 'grid.md' in last and 'finetune.png' not in last
     runs = [json.loads(line) for line in (tmp_path / 'grid_runs.jsonl').read_text().splitlines()]
     labels = [label for label, _ in U.grid_rows(U.Config(**tiny_grid)) if 'forget' in label]
     assert len(labels) == 4 and sorted((r['row'], r['seed']) for r in runs) == sorted(

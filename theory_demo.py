@@ -957,7 +957,7 @@ def plot_finetune(curves, args, path):
 # of the full rate, in the same direction for every unseen row: they line up within tens of steps.
 
 RESET_VARIANTS = {   # how the (un)embeddings are trained; everything else is the grid's
-    'AdamW (the grid)': None,
+    'AdamW at the full rate': None,
     'AdamW, a tenth of the rate on the (un)embeddings': 'tenth',
     'SGD on the (un)embeddings (rate 1, decay per step as AdamW)': 'sgd',
 }
@@ -994,8 +994,8 @@ def train_steps(model, opt, data, cfg, vocab, steps, cos=None):
 
 def reset_curves(cfg, start, steps, log=print):
     """{way of training the (un)embeddings: the unseen rows' mean pairwise cosine at each step} for each of
-    RESET_VARIANTS: one model trained `start` steps the grid's way (resets of the names' rows every
-    cfg.forget_every), then `steps` more each way from that same point."""
+    RESET_VARIANTS: one model trained `start` steps at the full rate with resets of the names' rows every
+    cfg.forget_every steps, then `steps` more each way from that same point."""
     vocab = L.Vocab(cfg.n_symbols)
     model = unseen.make_model(cfg)
     opt = unseen.make_optimizer(model, cfg)
@@ -1020,11 +1020,11 @@ def reset_curves(cfg, start, steps, log=print):
 
 
 def between_resets(args):
-    """Part 4 on the grid's model (its standard row with --forget-every, float32): reset_curves from step
+    """Part 4 on the grid's model (its standard row with --forget-every at the full rate, float32): from step
     args.reset_start for args.reset_steps steps, and the plot (the resets marked)."""
     cfg = unseen.Config(**unseen.GRID, forget_every=unseen.GRID_FORGET_EVERY, precision='fp32')
     print(f"between resets: the grid's model ({cfg.n_layer} layers, {cfg.steps}-step schedule), the names' "
-          f"rows reset every {cfg.forget_every} steps; {args.reset_start} steps the grid's way, then "
+          f"rows reset every {cfg.forget_every} steps; {args.reset_start} steps at the full rate, then "
           f"{args.reset_steps} more for each way of training the (un)embeddings ...", flush=True)
     t0 = time.time()
     curves = reset_curves(cfg, args.reset_start, args.reset_steps, log=lambda line: print(line, flush=True))

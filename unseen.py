@@ -1822,7 +1822,7 @@ def main_grid(args, argv):
     with whole(os.path.join(out, 'grid.json')) as part, open(part, 'w') as f:
         json.dump(dict(command=command, results=results, finetune=ft, wall=wall), f, indent=1)
     print(f"\n{ft_table}\n\ntotal wall {wall / 60:.1f} min; "
-          f"wrote {out}/grid.md, grid.json, grid.png, diversity.png, finetune.png")
+          f"wrote {out}/grid.md, grid.json, grid.png, diversity.png{', finetune.png' if ft else ''}")
 
 # -----------------------------------------------------------------------------
 # --grid, then: the fine-tuning contrast (the standard model fine-tuned on problems in its unseen names,

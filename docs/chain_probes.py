@@ -4,6 +4,7 @@ tool, not the project: run from the repository's root as `CHAIN=known PYTHONPATH
   CHAIN=heads    today's chain of thought (the derived atoms, then T/F)
   CHAIN=known    the facts restated first, then the derived atoms: what is known is one stretch after ':'
   CHAIN=rules    each fired rule whole ('p1 p2 -> h .'), then T/F (the issue's measured lead)
+  CHAIN=pause    each derived atom followed by '.' (a pause: one more position, six more layers, a step)
   JITTER=N       learned positions: each training problem read from an even row 0..N (tests: row --shift)
   BALANCE=full   training problems kept by their chain's length, so that every length 0..6 is about as common
   BALANCE=mild   ... so that lengths 0..5 are about as common (6 stays rarer)
@@ -42,11 +43,13 @@ def problem_tokens(p):
             steps += ps + ['->', h, '.']
             known.add(h)
         target = steps + target[-1:]
+    elif CHAIN == 'pause':
+        target = [t for h in p.chain for t in (h, '.')] + target[-1:]
     return prompt, target
 
 
 def max_tokens(self):
-    extra = dict(heads=0, known=self.limits()['facts'],
+    extra = dict(heads=0, known=self.limits()['facts'], pause=self.limits()['chain'],
                  rules=self.limits()['chain'] * (self.max_premises + 2))[CHAIN]
     return most(self) + extra + JITTER
 
