@@ -5,6 +5,9 @@ tool, not the project: run from the repository's root as `CHAIN=known PYTHONPATH
   CHAIN=known    the facts restated first, then the derived atoms: what is known is one stretch after ':'
   CHAIN=rules    each fired rule whole ('p1 p2 -> h .'), then T/F (the issue's measured lead)
   CHAIN=pause    each derived atom followed by '.' (a pause: one more position, six more layers, a step)
+  CHAIN=passes   forward chaining in passes down the list: each rule that fires is taken where it stands
+                 (the next atom comes from a rule after the last one fired), '.' ends a pass that derived
+                 something; the same closure, so the same answer
   JITTER=N       learned positions: each training problem read from an even row 0..N (tests: row --shift)
   BALANCE=full   training problems kept by their chain's length, so that every length 0..6 is about as common
   BALANCE=mild   ... so that lengths 0..5 are about as common (6 stays rarer)
@@ -45,11 +48,27 @@ def problem_tokens(p):
         target = steps + target[-1:]
     elif CHAIN == 'pause':
         target = [t for h in p.chain for t in (h, '.')] + target[-1:]
+    elif CHAIN == 'passes':
+        target = in_passes(p) + target[-1:]
     return prompt, target
+
+
+def in_passes(p):
+    """The chain of CHAIN=passes: pass after pass down the rule list, each rule that fires taken at once;
+    it stops when the query is known, or after a pass that derives nothing."""
+    known, chain = set(p.facts), []
+    while p.query not in known:
+        fired = [known.add(h) or h for ps, h in p.rules if h not in known and all(a in known for a in ps)]
+        if not fired:
+            break
+        chain += fired[:fired.index(p.query) + 1] if p.query in fired else fired + ['.']
+    assert (p.query in known) == p.answer
+    return chain
 
 
 def max_tokens(self):
     extra = dict(heads=0, known=self.limits()['facts'], pause=self.limits()['chain'],
+                 passes=self.limits()['chain'],
                  rules=self.limits()['chain'] * (self.max_premises + 2))[CHAIN]
     return most(self) + extra + JITTER
 
