@@ -11,6 +11,13 @@ tool, not the project: run from the repository's root as `CHAIN=known PYTHONPATH
   JITTER=N       learned positions: each training problem read from an even row 0..N (tests: row --shift)
   BALANCE=full   training problems kept by their chain's length, so that every length 0..6 is about as common
   BALANCE=mild   ... so that lengths 0..5 are about as common (6 stays rarer)
+  PREFIX=one     the prompt and the chain so far read both ways (a prefix LM, re-read at every step): the rules'
+                 tokens see the atoms derived after them. Training: each problem cut at a random target
+                 position, bidirectional up to it, loss there only; tests: one forward pass per target position
+  PREFIX=after   ... loss at the cut and at every target after it (causal there)
+  PREFIX=all     ... each problem cut at every target position (one copy per cut; loss at the cut): the same
+                 targets a step as the causal model, about five times the compute
+  MARK=1         with PREFIX: a learned vector added to the cut's token (else it cannot tell it is the last one)
   LOGN=L         attention logits scaled by log(n) / log(L) at the n-th position (n keys to choose from), so
                  that a head stays as sharp in a long problem as at length L (Chiang & Cholak 2022)
 The notebook's rows ran when four heads and chains as drawn were the defaults: to re-run one today, add
@@ -30,6 +37,9 @@ CHAIN = os.environ.get('CHAIN', 'heads')
 JITTER = int(os.environ.get('JITTER', '0'))
 BALANCE = os.environ.get('BALANCE', '')
 LOGN = float(os.environ.get('LOGN', '0'))
+PREFIX = os.environ.get('PREFIX', '')
+MARK = os.environ.get('MARK', '')
+cut = None      # PREFIX: (B,) the last position each sequence reads both ways; None: the whole sequence
 # chain lengths 0..6 in the demo's training problems (all stages): 18.1 22.0 19.9 17.9 14.4 6.2 1.5 %
 KEEP = dict(full=[.08, .07, .075, .085, .1, .24, 1.0], mild=[.25, .25, .3, .35, .45, 1.0, 1.0]).get(BALANCE)
 tokens, most, softmax = logic_data.problem_tokens, logic_data.GenConfig.max_tokens, unseen.causal_softmax
@@ -106,6 +116,78 @@ def log_n_softmax(att):
     return softmax(att * (n.log() / math.log(LOGN)).clamp(min=0.1).unsqueeze(-1))
 
 
+def prefix_softmax(att):
+    """causal_softmax, except that positions i, j <= cut (of their sequence) see each other."""
+    T = att.size(-1)
+    if cut is None:
+        return torch.softmax(att, dim=-1, dtype=torch.float32)
+    pos = torch.arange(T, device=att.device)
+    inside = pos.view(1, T) <= cut.view(-1, 1)                                  # (B, T)
+    sees = (pos.view(T, 1) >= pos.view(1, T)) | (inside.unsqueeze(2) & inside.unsqueeze(1))   # (B, T, T)
+    return torch.softmax(att.masked_fill(~sees.unsqueeze(1), float('-inf')), dim=-1, dtype=torch.float32)
+
+
+def nth_target(y, n):
+    """(B,) the position of each row's n-th target (-1 where it has fewer)."""
+    m = y != -1
+    hit = m & (m.long().cumsum(1) == n + 1)
+    return torch.where(hit.any(1), hit.float().argmax(1), torch.full_like(y[:, 0], -1))
+
+
+def prefix_train_step(model, optimizer, x, y):
+    global cut
+    first_row = None
+    if model.cfg.shift:
+        first_row = model.cfg.shift * torch.randint(0, 2, (x.size(0), 1), device=x.device)
+    if PREFIX == 'all':
+        rows, cut = (y != -1).nonzero(as_tuple=True)                              # a copy per target
+        x, y = x[rows], y[rows]
+        first_row = first_row[rows] if first_row is not None else None
+    else:
+        cut = torch.multinomial((y != -1).float(), 1).squeeze(1)                 # (B,) a target position
+    pos = torch.arange(y.size(1), device=y.device).view(1, -1)
+    keep = pos >= cut.view(-1, 1) if PREFIX == 'after' else pos == cut.view(-1, 1)
+    _, loss = model(x, y.masked_fill(~keep, -1), first_row)
+    cut = None
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+@torch.no_grad()
+def prefix_target_preds(model, x, y, chunk=unseen.EVAL_CHUNK):
+    """unseen.target_preds, one forward pass per target position (cut there)."""
+    global cut
+    pred = torch.full_like(y, -1)
+    for i in range(0, len(x), chunk):
+        xs, ys = x[i:i + chunk], y[i:i + chunk]
+        for n in range(int((ys != -1).sum(1).max())):
+            where = nth_target(ys, n)
+            rows = (where >= 0).nonzero().squeeze(1)
+            cut = where[rows]
+            yn = torch.full_like(ys[rows], -1)
+            yn[torch.arange(len(rows)), cut] = ys[rows, cut]
+            logits, _ = model(xs[rows], yn)
+            pred[i + rows, cut] = logits.argmax(-1)
+            cut = None
+    return pred
+
+
+def marked_model(cfg, weights=None):
+    """unseen.make_model, plus MARK's learned vector, added to the token embedding at the cut."""
+    model = make_model(cfg, weights)
+    model.cut_mark = torch.nn.Parameter(torch.zeros(cfg.n_embd, device=cfg.device))
+
+    def add_mark(module, inputs, out):
+        B, T, _ = out.shape
+        at = cut if cut is not None else torch.full((B,), T - 1, device=out.device)
+        return out + (torch.arange(T, device=out.device).view(1, T, 1) == at.view(B, 1, 1)) * model.cut_mark
+    model.transformer.wte.register_forward_hook(add_mark)
+    return model
+
+
+make_model = unseen.make_model
 logic_data.problem_tokens = problem_tokens
 logic_data.GenConfig.max_tokens = max_tokens
 if KEEP:
@@ -114,8 +196,13 @@ if JITTER:
     unseen.train_step = train_step
 if LOGN:
     unseen.causal_softmax = log_n_softmax
+if PREFIX:
+    unseen.causal_softmax, unseen.train_step, unseen.target_preds = \
+        prefix_softmax, prefix_train_step, prefix_target_preds
+if PREFIX and MARK:
+    unseen.make_model = marked_model
 if CHAIN != 'heads':
     unseen.mistakes = lambda *a, **k: None      # its kinds read the heads' format
 if __name__ == '__main__':
-    print(f'probe: CHAIN={CHAIN} JITTER={JITTER} BALANCE={BALANCE} LOGN={LOGN}', flush=True)
+    print(f'probe: CHAIN={CHAIN} JITTER={JITTER} BALANCE={BALANCE} LOGN={LOGN} PREFIX={PREFIX} MARK={MARK}', flush=True)
     unseen.main(sys.argv[1:])
