@@ -18,6 +18,8 @@ tool, not the project: run from the repository's root as `CHAIN=known PYTHONPATH
   PREFIX=all     ... each problem cut at every target position (one copy per cut; loss at the cut): the same
                  targets a step as the causal model, about five times the compute
   MARK=1         with PREFIX: a learned vector added to the cut's token (else it cannot tell it is the last one)
+  LOSSW=step     each chain atom's loss weighed by its step (1, 2, 3, ...), the answer and <eos> by 1: the late
+                 steps, where the chain fades, count as much in the gradient as their difficulty asks
   LOGN=L         attention logits scaled by log(n) / log(L) at the n-th position (n keys to choose from), so
                  that a head stays as sharp in a long problem as at length L (Chiang & Cholak 2022)
 The notebook's rows ran when four heads and chains as drawn were the defaults: to re-run one today, add
@@ -39,6 +41,7 @@ BALANCE = os.environ.get('BALANCE', '')
 LOGN = float(os.environ.get('LOGN', '0'))
 PREFIX = os.environ.get('PREFIX', '')
 MARK = os.environ.get('MARK', '')
+LOSSW = os.environ.get('LOSSW', '')
 cut = None      # PREFIX: (B,) the last position each sequence reads both ways; None: the whole sequence
 # chain lengths 0..6 in the demo's training problems (all stages): 18.1 22.0 19.9 17.9 14.4 6.2 1.5 %
 KEEP = dict(full=[.08, .07, .075, .085, .1, .24, 1.0], mild=[.25, .25, .3, .35, .45, 1.0, 1.0]).get(BALANCE)
@@ -174,6 +177,25 @@ def prefix_target_preds(model, x, y, chunk=unseen.EVAL_CHUNK):
     return pred
 
 
+def weighted_train_step(model, optimizer, x, y):
+    """unseen.train_step with LOSSW's weights: the k-th target of a problem weighs k, its last two (the answer
+    and <eos>) 1."""
+    first_row = None
+    if model.cfg.shift:
+        first_row = model.cfg.shift * torch.randint(0, 2, (x.size(0), 1), device=x.device)
+    logits, _ = model(x, y, first_row)
+    m = y != -1
+    k = m.long().cumsum(1)                                                        # 1, 2, ... on the targets
+    last2 = k > (m.sum(1, keepdim=True) - 2)                                      # the answer and <eos>
+    w = torch.where(last2, torch.ones_like(k), k)[m].float()
+    ce = torch.nn.functional.cross_entropy(logits, y[m], reduction='none')
+    loss = (w * ce).sum() / w.sum()
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
 def marked_model(cfg, weights=None):
     """unseen.make_model, plus MARK's learned vector, added to the token embedding at the cut."""
     model = make_model(cfg, weights)
@@ -199,10 +221,12 @@ if LOGN:
 if PREFIX:
     unseen.causal_softmax, unseen.train_step, unseen.target_preds = \
         prefix_softmax, prefix_train_step, prefix_target_preds
+if LOSSW:
+    unseen.train_step = weighted_train_step
 if PREFIX and MARK:
     unseen.make_model = marked_model
 if CHAIN != 'heads':
     unseen.mistakes = lambda *a, **k: None      # its kinds read the heads' format
 if __name__ == '__main__':
-    print(f'probe: CHAIN={CHAIN} JITTER={JITTER} BALANCE={BALANCE} LOGN={LOGN} PREFIX={PREFIX} MARK={MARK}', flush=True)
+    print(f'probe: CHAIN={CHAIN} JITTER={JITTER} BALANCE={BALANCE} LOGN={LOGN} PREFIX={PREFIX} MARK={MARK} LOSSW={LOSSW}', flush=True)
     unseen.main(sys.argv[1:])
