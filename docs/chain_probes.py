@@ -20,6 +20,7 @@ tool, not the project: run from the repository's root as `CHAIN=known PYTHONPATH
   MARK=1         with PREFIX: a learned vector added to the cut's token (else it cannot tell it is the last one)
   LOSSW=step     each chain atom's loss weighed by its step (1, 2, 3, ...), the answer and <eos> by 1: the late
                  steps, where the chain fades, count as much in the gradient as their difficulty asks
+  LOSSW=sq       ... by its step squared (1, 4, 9, ...)
   LOGN=L         attention logits scaled by log(n) / log(L) at the n-th position (n keys to choose from), so
                  that a head stays as sharp in a long problem as at length L (Chiang & Cholak 2022)
 The notebook's rows ran when four heads and chains as drawn were the defaults: to re-run one today, add
@@ -178,8 +179,8 @@ def prefix_target_preds(model, x, y, chunk=unseen.EVAL_CHUNK):
 
 
 def weighted_train_step(model, optimizer, x, y):
-    """unseen.train_step with LOSSW's weights: the k-th target of a problem weighs k, its last two (the answer
-    and <eos>) 1."""
+    """unseen.train_step with LOSSW's weights: the k-th target of a problem weighs k (sq: k * k), its last two
+    (the answer and <eos>) 1."""
     first_row = None
     if model.cfg.shift:
         first_row = model.cfg.shift * torch.randint(0, 2, (x.size(0), 1), device=x.device)
@@ -187,7 +188,7 @@ def weighted_train_step(model, optimizer, x, y):
     m = y != -1
     k = m.long().cumsum(1)                                                        # 1, 2, ... on the targets
     last2 = k > (m.sum(1, keepdim=True) - 2)                                      # the answer and <eos>
-    w = torch.where(last2, torch.ones_like(k), k)[m].float()
+    w = torch.where(last2, torch.ones_like(k), k ** (2 if LOSSW == 'sq' else 1))[m].float()
     ce = torch.nn.functional.cross_entropy(logits, y[m], reduction='none')
     loss = (w * ce).sum() / w.sum()
     optimizer.zero_grad(set_to_none=True)
