@@ -11,15 +11,15 @@ tool, not the project: run from the repository's root as `CHAIN=known PYTHONPATH
   JITTER=N       learned positions: each training problem read from an even row 0..N (tests: row --shift)
   BALANCE=full   training problems kept by their chain's length, so that every length 0..6 is about as common
   BALANCE=mild   ... so that lengths 0..5 are about as common (6 stays rarer)
-  PREFIX=one     the prompt and the chain so far read both ways (a prefix LM, re-read at every step): the rules'
-                 tokens see the atoms derived after them. Training: each problem cut at a random target
-                 position, bidirectional up to it, loss there only; tests: one forward pass per target position
+  PREFIX=one     the prompt and the chain so far read both ways (a prefix LM, re-read at every step): the
+                 rules' tokens see the atoms derived after them. Training: each problem cut at a random target
+                 position, read both ways up to it, loss there only; tests: a forward pass per target position
   PREFIX=after   ... loss at the cut and at every target after it (causal there)
   PREFIX=all     ... each problem cut at every target position (one copy per cut; loss at the cut): the same
                  targets a step as the causal model, about five times the compute
-  MARK=1         with PREFIX: a learned vector added to the cut's token (else it cannot tell it is the last one)
-  LOSSW=step     each chain atom's loss weighed by its step (1, 2, 3, ...), the answer and <eos> by 1: the late
-                 steps, where the chain fades, count as much in the gradient as their difficulty asks
+  MARK=1         with PREFIX: a learned vector added to the cut's token (it need not find the last one itself)
+  LOSSW=step     each chain atom's loss weighed by its step (1, 2, 3, ...), the answer and <eos> by 1: the
+                 late steps, where the chain fades, weigh more in the gradient
   LOSSW=sq       ... by its step squared (1, 4, 9, ...)
   LOGN=L         attention logits scaled by log(n) / log(L) at the n-th position (n keys to choose from), so
                  that a head stays as sharp in a long problem as at length L (Chiang & Cholak 2022)
@@ -139,6 +139,8 @@ def nth_target(y, n):
 
 
 def prefix_train_step(model, optimizer, x, y):
+    """unseen.train_step with PREFIX's cuts: one random target position a problem (one, after) or every one,
+    a copy of the problem each (all); the loss at the cut (and, after, at every target past it)."""
     global cut
     first_row = None
     if model.cfg.shift:
@@ -229,5 +231,6 @@ if PREFIX and MARK:
 if CHAIN != 'heads':
     unseen.mistakes = lambda *a, **k: None      # its kinds read the heads' format
 if __name__ == '__main__':
-    print(f'probe: CHAIN={CHAIN} JITTER={JITTER} BALANCE={BALANCE} LOGN={LOGN} PREFIX={PREFIX} MARK={MARK} LOSSW={LOSSW}', flush=True)
+    print(f'probe: CHAIN={CHAIN} JITTER={JITTER} BALANCE={BALANCE} LOGN={LOGN} PREFIX={PREFIX} MARK={MARK} '
+          f'LOSSW={LOSSW}', flush=True)
     unseen.main(sys.argv[1:])
