@@ -304,9 +304,9 @@ def parse_line(line, max_tokens=None):
 
 SHAPE_LIMITS = dict(facts=(1, 6), side=(0, 2), dead=(0, 3))   # per problem, inclusive
 # Training may draw more dead rules (max_dead, up to 7: as many rules as the tests 4 steps beyond have),
-# since models fail on more rules than training ever had. Facts were 1-4 until the models turned out to take the
-# first four slots of a prompt for the facts: checkpoints from then read as max_facts=4 (and max_dead=3),
-# and --max-facts 4 trains one again.
+# since models fail on more rules than training ever had. Facts were 1-4 until the models turned out to
+# take the first four slots of a prompt for the facts: checkpoints from then read as max_facts=4 (and
+# max_dead=3), and --max-facts 4 trains one again.
 # shape families (facts, side rules, dead rules) never drawn for training: the test of shapes never seen.
 # (1, 0, 0) is the smallest problem, 'u1 . u1 -> u2 . ? u2'; the other two are a middle and a wide one.
 HELD_OUT = ((1, 0, 0), (2, 1, 2), (4, 2, 0))
