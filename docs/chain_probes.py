@@ -89,7 +89,18 @@ def max_tokens(self):
 
 def train_step(model, optimizer, x, y):
     first_row = 2 * torch.randint(0, JITTER // 2 + 1, (x.size(0), 1), device=x.device)
-    _, loss = model(x, y, first_row)
+    return descend(optimizer, model(x, y, first_row)[1])
+
+
+def shifted_rows(model, x):
+    """unseen.train_step's first rows: row 0 or cfg.shift at random, (B, 1); None without a shift."""
+    if model.cfg.shift:
+        return model.cfg.shift * torch.randint(0, 2, (x.size(0), 1), device=x.device)
+    return None
+
+
+def descend(optimizer, loss):
+    """One optimiser step on `loss`; its value."""
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     optimizer.step()
@@ -142,9 +153,7 @@ def prefix_train_step(model, optimizer, x, y):
     """unseen.train_step with PREFIX's cuts: one random target position a problem (one, after) or every one,
     a copy of the problem each (all); the loss at the cut (and, after, at every target past it)."""
     global cut
-    first_row = None
-    if model.cfg.shift:
-        first_row = model.cfg.shift * torch.randint(0, 2, (x.size(0), 1), device=x.device)
+    first_row = shifted_rows(model, x)
     if PREFIX == 'all':
         rows, cut = (y != -1).nonzero(as_tuple=True)                              # a copy per target
         x, y = x[rows], y[rows]
@@ -155,10 +164,7 @@ def prefix_train_step(model, optimizer, x, y):
     keep = pos >= cut.view(-1, 1) if PREFIX == 'after' else pos == cut.view(-1, 1)
     _, loss = model(x, y.masked_fill(~keep, -1), first_row)
     cut = None
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    optimizer.step()
-    return loss.item()
+    return descend(optimizer, loss)
 
 
 @torch.no_grad()
@@ -183,20 +189,13 @@ def prefix_target_preds(model, x, y, chunk=unseen.EVAL_CHUNK):
 def weighted_train_step(model, optimizer, x, y):
     """unseen.train_step with LOSSW's weights: the k-th target of a problem weighs k (sq: k * k), its last two
     (the answer and <eos>) 1."""
-    first_row = None
-    if model.cfg.shift:
-        first_row = model.cfg.shift * torch.randint(0, 2, (x.size(0), 1), device=x.device)
-    logits, _ = model(x, y, first_row)
+    logits, _ = model(x, y, shifted_rows(model, x))
     m = y != -1
     k = m.long().cumsum(1)                                                        # 1, 2, ... on the targets
     last2 = k > (m.sum(1, keepdim=True) - 2)                                      # the answer and <eos>
     w = torch.where(last2, torch.ones_like(k), k ** (2 if LOSSW == 'sq' else 1))[m].float()
     ce = torch.nn.functional.cross_entropy(logits, y[m], reduction='none')
-    loss = (w * ce).sum() / w.sum()
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    optimizer.step()
-    return loss.item()
+    return descend(optimizer, (w * ce).sum() / w.sum())
 
 
 def marked_model(cfg, weights=None):
