@@ -8,6 +8,10 @@ tool, not the project: run from the repository's root as `CHAIN=known PYTHONPATH
   CHAIN=passes   forward chaining in passes down the list: each rule that fires is taken where it stands
                  (the next atom comes from a rule after the last one fired), '.' ends a pass that derived
                  something; the same closure, so the same answer
+  CHAIN=agenda   forward chaining from an agenda: first the heads of the rules whose premises are all facts,
+                 '.', then each derived atom a in turn as 'a -> h1 h2 .', h1 h2 the new heads of the rules
+                 (in listed order) that have a as a premise and every premise known before a's turn: each
+                 step looks at the few rules of one atom. The same closure, so the same answer
   JITTER=N       learned positions: each training problem read from an even row 0..N (tests: row --shift)
   BALANCE=full   training problems kept by their chain's length, so that every length 0..6 is about as common
   BALANCE=mild   ... so that lengths 0..5 are about as common (6 stays rarer)
@@ -64,6 +68,8 @@ def problem_tokens(p):
         target = [t for h in p.chain for t in (h, '.')] + target[-1:]
     elif CHAIN == 'passes':
         target = in_passes(p) + target[-1:]
+    elif CHAIN == 'agenda':
+        target = from_agenda(p) + target[-1:]
     return prompt, target
 
 
@@ -80,9 +86,35 @@ def in_passes(p):
     return chain
 
 
+def from_agenda(p):
+    """The chain of CHAIN=agenda (its docstring at the top); it stops once the query is known."""
+    known, agenda, out = set(p.facts), [], []
+
+    def fire(ready):           # the rules that `ready` picks whose premises were known before, in listed order
+        before = set(known)
+        for ps, h in p.rules:
+            if ready(ps) and h not in known and all(a in before for a in ps):
+                known.add(h)
+                agenda.append(h)
+                out.append(h)
+                if h == p.query:
+                    return True
+        out.append('.')
+        return False
+
+    if p.query in known or fire(lambda ps: True):
+        return out
+    for a in agenda:           # grows while it is read
+        out += [a, '->']
+        if fire(lambda ps: a in ps):
+            return out
+    assert not p.answer
+    return out
+
+
 def max_tokens(self):
     extra = dict(heads=0, known=self.limits()['facts'], pause=self.limits()['chain'],
-                 passes=self.limits()['chain'],
+                 passes=self.limits()['chain'], agenda=3 * self.limits()['chain'] + 1,
                  rules=self.limits()['chain'] * (self.max_premises + 2))[CHAIN]
     return most(self) + extra + JITTER
 
