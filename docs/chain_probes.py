@@ -90,7 +90,7 @@ def from_agenda(p):
     """The chain of CHAIN=agenda (its docstring at the top); it stops once the query is known."""
     known, agenda, out = set(p.facts), [], []
 
-    def fire(ready):           # the rules that `ready` picks whose premises were known before, in listed order
+    def fire(ready):           # the rules `ready` picks whose premises were known before, in listed order
         before = set(known)
         for ps, h in p.rules:
             if ready(ps) and h not in known and all(a in before for a in ps):
