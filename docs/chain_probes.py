@@ -125,7 +125,11 @@ def train_step(model, optimizer, x, y):
 
 
 def shifted_rows(model, x):
-    """unseen.train_step's first rows: row 0 or cfg.shift at random, (B, 1); None without a shift."""
+    """unseen.train_step's first rows: row 0 or cfg.shift at random, (B, 1); None without a shift. Its
+    randomised branch is not repeated here: such a run would silently read every problem from row 0."""
+    if model.cfg.positions == 'randomised':
+        sys.exit('docs/chain_probes.py: PREFIX and LOSSW train from row 0 or --shift; '
+                 'not with --positions randomised')
     if model.cfg.shift:
         return model.cfg.shift * torch.randint(0, 2, (x.size(0), 1), device=x.device)
     return None
