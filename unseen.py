@@ -190,8 +190,7 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x):
         B, T, C = x.size()
         q, k, v = self.c_attn(x).split(C, dim=2)
-        q, k, v = [t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-                   for t in (q, k, v)]                                            # (B, nh, T, hs)
+        q, k, v = [t.view(B, T, self.n_head, -1).transpose(1, 2) for t in (q, k, v)]      # (B, nh, T, hs)
         if self.rotary:
             q, k = rotary(q), rotary(k)
         if not self.identity and not (q.dtype == torch.bfloat16 and q.device.type == 'cpu'):
@@ -579,18 +578,20 @@ def rows_stats(model, vocab):
 # training
 
 
-def train_step(model, optimizer, x, y):
-    """One optimiser step on one batch (--grad-clip: on the clipped gradient); returns the loss. Each problem
-    is read from row 0 or row cfg.shift of the position table at random (Config.shift); randomised: from
-    any row where it fits, so every row is trained in every role and none counts steps."""
-    first_row = None
+def first_rows(model, x):
+    """Each training problem's first row of the position table, (B, 1): row 0 or cfg.shift at random
+    (Config.shift); randomised: any row where it fits, so every row is trained in every role; else None."""
     if model.cfg.shift:
-        back = torch.randint(0, 2, (x.size(0), 1), device=x.device)    # these problems step back to row 0
-        first_row = model.cfg.shift * (1 - back)                        # (B, 1)
-    elif model.cfg.positions == 'randomised':
+        return model.cfg.shift * (1 - torch.randint(0, 2, (x.size(0), 1), device=x.device))
+    if model.cfg.positions == 'randomised':
         rows = model.transformer.wpe.num_embeddings - x.size(1) + 1                  # where the problem fits
-        first_row = torch.randint(0, rows, (x.size(0), 1), device=x.device)          # (B, 1)
-    _, loss = model(x, y, first_row)
+        return torch.randint(0, rows, (x.size(0), 1), device=x.device)
+    return None
+
+
+def train_step(model, optimizer, x, y):
+    """One optimiser step on one batch (--grad-clip: on the clipped gradient); returns the loss."""
+    _, loss = model(x, y, first_rows(model, x))
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if model.cfg.grad_clip:
@@ -600,9 +601,8 @@ def train_step(model, optimizer, x, y):
 
 
 def train(cfg, log=print, predictions=None):
-    """Train one model; returns (model, vocab, history), history a list of dicts, one per evaluation. Every
-    cfg.eval_every steps and at the end: exact match on the test sets, the collapse metric, and a line in
-    the log. With a dict as `predictions`, the last evaluation's predictions go there (`evaluate`)."""
+    """Train one model; returns (model, vocab, history), a dict per evaluation (every cfg.eval_every steps and
+    at the end: exact match on the test sets, the collapse metric, a log line; `predictions`: `evaluate`)."""
     vocab, model = logic_data.Vocab(cfg.n_symbols), make_model(cfg)
     optimizer = make_optimizer(model, cfg)
     data, sets = batches(random.Random(cfg.seed), cfg, vocab), eval_sets(cfg, vocab)
