@@ -27,8 +27,9 @@ structure (the default, layout 'shapes'):
                        is derived, the rule waits for it)
     facts              1-6 (max_facts; the path starts from one of them, the others may be premises
                        anywhere or unused)
-    side rules         0-2 rules that fire but are not needed (their heads join the chain wherever forward
-                       chaining reaches them), or whose head is already known when they could fire
+    side rules         0-2 (max_side: up to 6 for training) rules that fire but are not needed (their heads
+                       join the chain wherever forward chaining reaches them), or whose head is already
+                       known when they could fire
     dead rules         0-3 (max_dead: up to 7 for training) rules with a premise that is never
                        derivable: they never fire (a conjunction among them may have every other premise
                        known: one premise short)
@@ -316,16 +317,18 @@ LAYOUTS = ('shapes', 'template')
 PREMISES = dict(shapes=2, template=1)   # each layout's most premises per rule, as the models are trained
 
 
-def curriculum_caps(depth, max_facts=SHAPE_LIMITS['facts'][1], max_dead=SHAPE_LIMITS['dead'][1]):
+def curriculum_caps(depth, max_facts=SHAPE_LIMITS['facts'][1], max_dead=SHAPE_LIMITS['dead'][1],
+                    max_side=SHAPE_LIMITS['side'][1]):
     """The most (facts, side, dead) rules of a curriculum stage whose derivations reach `depth`: depth + 1,
     depth - 1 and depth, within the limits (small shapes first, with short derivations)."""
     most = dict(facts=depth + 1, side=depth - 1, dead=depth)
-    return tuple(min(hi, n) for (_, hi), n in zip(shape_limits(max_facts, max_dead).values(), most.values()))
+    limits = shape_limits(max_facts, max_dead, max_side)
+    return tuple(min(hi, n) for (_, hi), n in zip(limits.values(), most.values()))
 
 
-def shape_limits(max_facts, max_dead):
-    """SHAPE_LIMITS with at most `max_facts` facts and `max_dead` dead rules."""
-    return dict(SHAPE_LIMITS, facts=(1, max_facts), dead=(0, max_dead))
+def shape_limits(max_facts, max_dead, max_side=SHAPE_LIMITS['side'][1]):
+    """SHAPE_LIMITS with at most `max_facts` facts, `max_dead` dead rules and `max_side` side rules."""
+    return dict(SHAPE_LIMITS, facts=(1, max_facts), side=(0, max_side), dead=(0, max_dead))
 
 
 def is_held_out(name):
@@ -348,20 +351,25 @@ class GenConfig:
     balance: bool = False     # chains of every length about equally often (balanced; layout 'shapes')
     max_facts: int = SHAPE_LIMITS['facts'][1]   # the most facts a problem has (layout 'shapes')
     max_dead: int = SHAPE_LIMITS['dead'][1]     # the most dead rules (layout 'shapes')
+    max_side: int = SHAPE_LIMITS['side'][1]     # the most side rules (layout 'shapes')
 
     def max_names(self):
         """The most distinct variables one problem can use (facts, path, side heads, dead atoms and
         dead-rule heads, a query in no rule)."""
         if self.layout == 'template':
             return 2 + self.max_depth + 3
-        return self.max_facts + self.max_depth + SHAPE_LIMITS['side'][1] + 2 + self.max_dead + 1
+        return self.max_facts + self.max_depth + self.max_side + 2 + self.max_dead + 1
+
+    def shape_limits(self):
+        """SHAPE_LIMITS as this generator draws them (shape_limits)."""
+        return shape_limits(self.max_facts, self.max_dead, self.max_side)
 
     def limits(self):
         """The most facts, rules and chain steps a problem of this generator has."""
         if self.layout == 'template':
             n_facts, n_side, n_dead = 2, 0, 2
         else:
-            n_facts, n_side, n_dead = (hi for _, hi in shape_limits(self.max_facts, self.max_dead).values())
+            n_facts, n_side, n_dead = (hi for _, hi in self.shape_limits().values())
         return dict(facts=n_facts, rules=self.max_depth + n_side + n_dead, chain=self.max_depth + n_side)
 
     def max_tokens(self):
@@ -373,7 +381,7 @@ class GenConfig:
 
 
 def size_error(n_symbols, max_depth, max_premises, max_facts=SHAPE_LIMITS['facts'][1],
-               max_dead=SHAPE_LIMITS['dead'][1]):
+               max_dead=SHAPE_LIMITS['dead'][1], max_side=SHAPE_LIMITS['side'][1]):
     """Why these problem sizes cannot work (a message naming the flag), or None. Both CLIs use it."""
     if not 1 <= max_premises <= 3:
         return '--max-premises must be 1, 2 or 3'
@@ -383,6 +391,12 @@ def size_error(n_symbols, max_depth, max_premises, max_facts=SHAPE_LIMITS['facts
         return f'--max-facts {max_facts}: must be 1 to 10'
     if not 0 <= max_dead <= 3 + BEYOND[-1]:
         return f'--max-dead {max_dead}: must be 0 to {3 + BEYOND[-1]} (no more rules than the longest tests)'
+    side = SHAPE_LIMITS['side'][1] + BEYOND[-1]                     # the tests' longest chains: 4 more steps
+    if not 0 <= max_side <= side:
+        return f'--max-side {max_side}: must be 0 to {side} (no longer chains than the longest tests)'
+    if max_side + max_dead > side + SHAPE_LIMITS['dead'][1]:
+        return (f'--max-side {max_side} and --max-dead {max_dead}: at most {side + SHAPE_LIMITS["dead"][1]} '
+                'side and dead rules together (no more rules than the longest tests)')
     need = GenConfig(max_depth=max_depth + BEYOND[-1], max_facts=max_facts).max_names()   # longer chains
     if need > N_UNSEEN:
         return (f'--max-depth {max_depth} needs {need} distinct names per problem; '
@@ -397,7 +411,7 @@ def draw_shape(rng, cfg):
     """(facts, side rules, dead rules), uniform over the families not held out."""
     if cfg.shape:
         return cfg.shape
-    limits = shape_limits(cfg.max_facts, cfg.max_dead).values()
+    limits = cfg.shape_limits().values()
     highs = cfg.shape_caps or [hi for _, hi in limits]
     while True:
         shape = tuple(rng.randint(lo, hi) for (lo, _), hi in zip(limits, highs))
@@ -547,9 +561,9 @@ def keep_rates(cfg, provable, n=4000):
     the rarest length always kept: measured once per generator and answer on n problems of its own."""
     key = (repr(cfg), provable)
     if key not in _KEEP:
-        highs = cfg.shape_caps or [hi for _, hi in SHAPE_LIMITS.values()]     # (only the side rules' is read)
+        highs = cfg.shape_caps or [hi for _, hi in cfg.shape_limits().values()]   # (the side rules' is read)
         side = 0 if cfg.layout == 'template' else highs[1]
-        top = cfg.max_depth + (side > 0)                        # side rules can make a chain one longer
+        top = cfg.max_depth + max(side > 0, side - 2)   # side rules make a chain one longer; more, longer
         rng, names = random.Random(0), [f'v{i}' for i in range(cfg.max_names())]
         counts = [0] * (top + 1)
         for _ in range(n):
@@ -690,6 +704,9 @@ def main(argv=None):
     parser.add_argument('--max-dead', type=int, default=d.max_dead, help='the most dead rules a problem has '
                         '(layout shapes; 3: the tests and the demo; up to 7: training for longer rule '
                         'lists)')
+    parser.add_argument('--max-side', type=int, default=d.max_side, help='the most side rules a problem has '
+                        '(layout shapes; 2: the tests and the demo; up to 6: training on chains as long as '
+                        "the tests' four steps beyond)")
     parser.add_argument('--layout', choices=LAYOUTS, default=d.layout, help='shapes: problems of many shapes '
                         '(the demo trains on these, less the held-out families); template: the one layout '
                         'of earlier versions')
@@ -701,12 +718,13 @@ def main(argv=None):
         parser.error('--n must be between 0 and 10^9')
     if args.n_symbols > 10 ** 6:
         parser.error('--n-symbols must be at most 10^6')
-    error = size_error(args.n_symbols, args.max_depth, args.max_premises, args.max_facts, args.max_dead)
+    error = size_error(args.n_symbols, args.max_depth, args.max_premises, args.max_facts, args.max_dead,
+                       args.max_side)
     if error:
         parser.error(error)
     vocab = Vocab(args.n_symbols)
     cfg = GenConfig(max_depth=args.max_depth, max_premises=args.max_premises, layout=args.layout,
-                    max_facts=args.max_facts, max_dead=args.max_dead)
+                    max_facts=args.max_facts, max_dead=args.max_dead, max_side=args.max_side)
     rng = random.Random(args.seed)
     try:
         for _ in range(args.n):      # one at a time: the first line comes at once, memory stays constant

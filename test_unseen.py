@@ -1,6 +1,7 @@
 """Tests for logic_data.py, unseen.py and theory_demo.py.
 Run: python -m pytest -q  (3 min 26 s alone on 2 CPU cores)."""
 
+import collections
 import contextlib
 import copy
 import glob
@@ -232,6 +233,23 @@ def test_training_draws_more_dead_rules_than_the_tests():
     assert train.limits()['rules'] == cfg.longest_problems().limits()['rules'] == 13
     assert test.limits()['rules'] == 9 and cfg.block_size() == cfg.longest_problems().max_tokens()
     assert U.Config().gen_config(4500).limits()['rules'] == 9 and U.Config().max_dead == 3
+
+
+def test_training_draws_more_side_rules_than_the_tests():
+    """--max-side 6: training problems have up to 6 side rules, so chains as long as the tests four steps
+    beyond (10 atoms) from paths no deeper, and the balanced mix keeps chains of 0-8 atoms (and longer) about
+    equally often; the tests keep 0-2 side rules. By default training draws 0-2 too, chains of 0-6."""
+    cfg, vocab, rng = U.Config(max_side=6), L.Vocab(60), random.Random(0)
+    train, test = cfg.gen_config(cfg.steps), cfg.gen_config()
+    drawn = [L.generate(rng, train, vocab.train_names) for _ in range(2000)]
+    assert {p.how['shape'][1] for p in drawn} == set(range(7)) and max(p.how['depth'] for p in drawn) == 4
+    chains = collections.Counter(min(len(p.chain), 8) for p in drawn)
+    assert set(chains) == set(range(9)) and max(chains.values()) < 2 * min(chains.values())
+    assert {L.generate(rng, test, vocab.train_names).how['shape'][1] for _ in range(500)} == set(range(3))
+    assert train.limits()['chain'] == cfg.longest_problems().limits()['chain'] == 10
+    assert U.Config().gen_config(4500).limits()['chain'] == 6 and U.Config().max_side == 2
+    assert max(len(L.generate(rng, U.Config().gen_config(4500), vocab.train_names).chain)
+               for _ in range(1000)) == 6
 
 
 def test_the_shape_space():
@@ -1713,6 +1731,9 @@ def test_a_bad_problems_file_gets_one_line_naming_it(trained, tmp_path, content,
     (['--max-facts', '4', '--layout', 'template'], '--max-facts goes with --layout shapes'),
     (['--max-dead', '8'], '--max-dead 8: must be 0 to 7 (no more rules than the longest tests)'),
     (['--max-dead', '7', '--layout', 'template'], '--max-dead goes with --layout shapes'),
+    (['--max-side', '7'], '--max-side 7: must be 0 to 6 (no longer chains than the longest tests)'),
+    (['--max-side', '6', '--max-dead', '4'], 'at most 9 side and dead rules together'),
+    (['--max-side', '3', '--layout', 'template'], '--max-side goes with --layout shapes'),
     (['--ask', 'x1 -> x2 . x1 . ? x2'], '--ask needs --ckpt'),
     (['--ask', 'x1 . ? x1', '--ckpt', 'no/such.pt'], 'no such file'),
     (['--device', 'tpu'], '--device tpu'),

@@ -60,6 +60,7 @@ class Config:
     balance: bool = None       # training chains of every length about equally often (logic_data.balanced)
     max_facts: int = logic_data.SHAPE_LIMITS['facts'][1]   # the most facts a problem has (layout shapes)
     max_dead: int = 3          # the most dead rules of a training problem (the tests: 0-3; layout shapes)
+    max_side: int = 2          # the most side rules of a training problem (the tests: 0-2; layout shapes)
     # model
     n_layer: int = None        # None: by layout (LAYOUT_DEFAULTS)
     n_head: int = None
@@ -108,16 +109,16 @@ class Config:
     def gen_config(self, step=None):
         """The generator's settings: of the test problems, or (with `step`) of the training problems then.
         A curriculum stage (depth <= d; shape_curriculum) has at most d + 1 facts, d - 1 side, d dead rules,
-        the last every shape; training alone draws broken paths and --max-dead's extra dead rules."""
+        the last every shape; training alone draws broken paths and --max-dead's, --max-side's extra rules."""
         stage = self.max_depth if step is None else self.depth_at(step)
         train, shapes = step is not None, self.layout == 'shapes'   # the tests: as before --broken, --balance
-        dead = self.max_dead if train else logic_data.SHAPE_LIMITS['dead'][1]    # the tests: 0-3 dead rules
+        more = dict(max_dead=self.max_dead, max_side=self.max_side) if train else {}   # the tests: 0-3, 0-2
         most = None if stage == self.max_depth or not self.shape_curriculum or not shapes else \
-            logic_data.curriculum_caps(stage, self.max_facts, dead)
+            logic_data.curriculum_caps(stage, self.max_facts, **more)
         return logic_data.GenConfig(max_depth=stage, max_premises=self.max_premises, layout=self.layout,
                                     held_out=logic_data.HELD_OUT if shapes else (), shape_caps=most,
                                     broken=self.broken if train else 0.0, balance=self.balance and train,
-                                    max_facts=self.max_facts, max_dead=dead)
+                                    max_facts=self.max_facts, **more)
 
     def depth_at(self, step):
         """The curriculum: the deepest derivation in the training problems at `step`. Training starts at
@@ -581,12 +582,11 @@ def rows_stats(model, vocab):
 def first_rows(model, x):
     """Each training problem's first row of the position table, (B, 1): row 0 or cfg.shift at random
     (Config.shift); randomised: any row where it fits, so every row is trained in every role; else None."""
-    if model.cfg.shift:
-        return model.cfg.shift * (1 - torch.randint(0, 2, (x.size(0), 1), device=x.device))
-    if model.cfg.positions == 'randomised':
+    B, shift = x.size(0), model.cfg.shift
+    if model.cfg.positions == 'randomised':                       # (a shift goes with learned positions only)
         rows = model.transformer.wpe.num_embeddings - x.size(1) + 1                  # where the problem fits
-        return torch.randint(0, rows, (x.size(0), 1), device=x.device)
-    return None
+        return torch.randint(0, rows, (B, 1), device=x.device)
+    return shift * (1 - torch.randint(0, 2, (B, 1), device=x.device)) if shift else None
 
 
 def train_step(model, optimizer, x, y):
@@ -899,7 +899,9 @@ def plan(cfg, out):
         dead = f"0-{tests} dead rules" if cfg.max_dead == tests else \
             f"0-{cfg.max_dead} dead rules (the tests 0-{tests}: --max-dead)"
         side = logic_data.SHAPE_LIMITS['side'][1]
-        lines.append(f"problems of 1-{cfg.max_facts} facts (--max-facts), 0-{side} side rules and {dead}")
+        side = f"0-{side} side rules" if cfg.max_side == side else \
+            f"0-{cfg.max_side} side rules (the tests 0-{side}: --max-side)"
+        lines.append(f"problems of 1-{cfg.max_facts} facts (--max-facts), {side} and {dead}")
     if cfg.shift:
         lines.append(f"each training problem starts at row 0 or row {cfg.shift} of the position table at "
                      f"random, the tests at row {cfg.shift} (--shift)")
@@ -1627,6 +1629,7 @@ def read_run(raw):
     r['config'].setdefault('balance', False)          # ... and one from before --balance drew chains as drawn
     r['config'].setdefault('max_facts', 4)            # ... and one from before --max-facts drew 1-4 facts
     r['config'].setdefault('max_dead', 3)             # ... and 0-3 dead rules
+    r['config'].setdefault('max_side', 2)             # ... and 0-2 side rules
     return r if all(0 <= r[k] <= 1 for k in numbers[4:]) else None
 
 
@@ -2043,6 +2046,9 @@ def parse_args(argv=None):
     a('--max-dead', type=int, default=d.max_dead, help='the most dead rules (never firing) a training '
       'problem has (layout shapes; the tests keep 0-3; 7: as many rules as the tests 4 steps beyond have, '
       'so more rules than 9 do not break the model, at a cost in accuracy and time)')
+    a('--max-side', type=int, default=d.max_side, help='the most side rules (firing, not needed) a training '
+      'problem has (layout shapes; the tests keep 0-2; 6: chains as long as the tests 4 steps beyond have, '
+      'from paths no deeper: the chain\'s length no longer ends where training\'s did)')
     a('--max-premises', type=int, default=None, help=by_layout('max_premises') + ': premises per rule '
       '(1 to 3; 1: no conjunctions)')
     a('--curriculum', type=int, default=None, metavar='N', help=by_layout('curriculum') + ': training '
@@ -2164,6 +2170,8 @@ def check_args(p, args):
          '--max-facts goes with --layout shapes (the one layout always has 2 facts)'),
         (args.max_dead != d.max_dead and args.layout == 'template',
          '--max-dead goes with --layout shapes (the one layout always has 2 dead rules)'),
+        (args.max_side != d.max_side and args.layout == 'template',
+         '--max-side goes with --layout shapes (the one layout has no side rules)'),
         (args.decay is not None and args.schedule != 'wsd', '--decay goes with --schedule wsd'),
         (args.muon_lr != d.muon_lr
          and (args.optimizer or LAYOUT_DEFAULTS[args.layout]['optimizer']) != 'muon',
@@ -2217,7 +2225,7 @@ def config_error(c):
          f'--positions rotary turns pairs of channels: the head size --n-embd / --n-head '
          f'({c.n_embd} / {heads} = {c.n_embd // max(1, heads)}) must be even'),
         (True, logic_data.size_error(c.n_symbols, c.max_depth, number('max_premises'), c.max_facts,
-                                     c.max_dead)),
+                                     c.max_dead, c.max_side)),
         *[(not low <= number(k) <= high or (number(k) == 0 and k in open_low),
            f"{flag(k)} {number(k)}: must be a number in {'(' if k in open_low else '['}{low}, {high}]")
           for k, low, high in ranges],
