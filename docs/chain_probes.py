@@ -26,7 +26,8 @@ tool, not the project: run from the repository's root as `CHAIN=known PYTHONPATH
                  late steps, where the chain fades, weigh more in the gradient
   LOSSW=sq       ... by its step squared (1, 4, 9, ...)
   SIDE=N         training draws 0..N side rules (tests: 0..2), and balances chain lengths 0..TOP (default 8,
-                 the last that or more): chains as long as the tests' four steps beyond, paths as deep as ever
+                 the last that or more): chains as long as the tests' four steps beyond, paths no deeper.
+                 SIDE=6 (TOP=8) draws what unseen.py --max-side 6 draws, bit for bit: it was its probe
   LOGN=L         attention logits scaled by log(n) / log(L) at the n-th position (n keys to choose from), so
                  that a head stays as sharp in a long problem as at length L (Chiang & Cholak 2022)
 The notebook's rows ran when four heads and chains as drawn were the defaults: to re-run one today, add
