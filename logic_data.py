@@ -540,10 +540,11 @@ def generate(rng, cfg, names, depth=None, provable=None):
 
 def balanced(rng, cfg, names, provable=None):
     """A problem of a mix in which every chain length 0..top is about as common (top: one more than the
-    deepest path, taking every longer chain too), true and false alike: problems are drawn as usual and
-    each is kept with a probability by its length (keep_rates). Why: drawn by depth and shape, chains of 4,
-    5 and 6 atoms are 14, 6 and 2% of the demo's problems, and a model is about as sure of a step as it is
-    used to reaching it (docs/experiments.md, issue 57); balanced, each length 0..4 is a sixth."""
+    deepest path, more with extra side rules, taking every longer chain too), true and false alike: problems
+    are drawn as usual and each is kept with a probability by its length (keep_rates). Why: drawn by depth
+    and shape, chains of 4, 5 and 6 atoms are 14, 6 and 2% of the demo's problems, and a model is about as
+    sure of a step as it is used to reaching it (docs/experiments.md, issue 57); balanced, each length 0..4
+    is a sixth."""
     plain = replace(cfg, balance=False)
     provable = rng.random() < 0.5 if provable is None else provable
     keep = keep_rates(plain, provable)
@@ -563,7 +564,8 @@ def keep_rates(cfg, provable, n=4000):
     if key not in _KEEP:
         highs = cfg.shape_caps or [hi for _, hi in cfg.shape_limits().values()]   # (the side rules' is read)
         side = 0 if cfg.layout == 'template' else highs[1]
-        top = cfg.max_depth + max(side > 0, side - 2)   # side rules make a chain one longer; more, longer
+        # one past the deepest path (a side rule fired); side rules past the tests' two add as many more
+        top = cfg.max_depth + max(side > 0, side - SHAPE_LIMITS['side'][1])      # --max-side 6: lengths 0-8
         rng, names = random.Random(0), [f'v{i}' for i in range(cfg.max_names())]
         counts = [0] * (top + 1)
         for _ in range(n):
