@@ -25,9 +25,6 @@ tool, not the project: run from the repository's root as `CHAIN=known PYTHONPATH
   LOSSW=step     each chain atom's loss weighed by its step (1, 2, 3, ...), the answer and <eos> by 1: the
                  late steps, where the chain fades, weigh more in the gradient
   LOSSW=sq       ... by its step squared (1, 4, 9, ...)
-  SIDE=N         training draws 0..N side rules (tests: 0..2), and balances chain lengths 0..TOP (default 8,
-                 the last that or more): chains as long as the tests' four steps beyond, paths no deeper.
-                 SIDE=6 (TOP=8) draws what unseen.py --max-side 6 draws, bit for bit: it was its probe
   LOGN=L         attention logits scaled by log(n) / log(L) at the n-th position (n keys to choose from), so
                  that a head stays as sharp in a long problem as at length L (Chiang & Cholak 2022)
 The notebook's rows ran when four heads and chains as drawn were the defaults: to re-run one today, add
@@ -36,7 +33,6 @@ The notebook's rows ran when four heads and chains as drawn were the defaults: t
 import itertools
 import math
 import os
-import random
 import sys
 
 import torch
@@ -51,8 +47,6 @@ LOGN = float(os.environ.get('LOGN', '0'))
 PREFIX = os.environ.get('PREFIX', '')
 MARK = os.environ.get('MARK', '')
 LOSSW = os.environ.get('LOSSW', '')
-SIDE = int(os.environ.get('SIDE', '0'))
-TOP = int(os.environ.get('TOP', '8'))
 cut = None      # PREFIX: (B,) the last position each sequence reads both ways; None: the whole sequence
 # chain lengths 0..6 in the demo's training problems (all stages): 18.1 22.0 19.9 17.9 14.4 6.2 1.5 %
 KEEP = dict(full=[.08, .07, .075, .085, .1, .24, 1.0], mild=[.25, .25, .3, .35, .45, 1.0, 1.0]).get(BALANCE)
@@ -155,41 +149,6 @@ def batches(rng, cfg, vocab, ahead=8, names=None):
             yield unseen.pad_batch(chunk, vocab.pad, cfg.device)
 
 
-def training(cfg):
-    """Is `cfg` the generator of training's last stage (broken paths and no curriculum caps: SIDE's)?"""
-    return cfg.broken > 0 and cfg.shape_caps is None and cfg.shape is None and cfg.layout == 'shapes'
-
-
-def draw_shape(rng, cfg):
-    """logic_data.draw_shape, with 0..SIDE side rules in training's last stage."""
-    if not training(cfg):
-        return shape(rng, cfg)
-    limits = dict(logic_data.shape_limits(cfg.max_facts, cfg.max_dead), side=(0, SIDE)).values()
-    while True:
-        s = tuple(rng.randint(lo, hi) for lo, hi in limits)
-        if s not in cfg.held_out:
-            return s
-
-
-def max_names(self):
-    return names(self) + max(0, SIDE - logic_data.SHAPE_LIMITS['side'][1])
-
-
-def keep_rates(cfg, provable, n=4000):
-    """logic_data.keep_rates, over chain lengths 0..TOP in training's last stage."""
-    if not training(cfg):
-        return keep(cfg, provable, n)
-    key = (repr(cfg), provable, 'side')
-    if key not in logic_data._KEEP:
-        rng, pool = random.Random(0), [f'v{i}' for i in range(cfg.max_names())]
-        counts = [0] * (TOP + 1)
-        for _ in range(n):
-            counts[min(len(logic_data.generate(rng, cfg, pool, provable=provable).chain), TOP)] += 1
-        rarest = min(c for c in counts if c)
-        logic_data._KEEP[key] = [rarest / c if c else 0.0 for c in counts]
-    return logic_data._KEEP[key]
-
-
 def log_n_softmax(att):
     """unseen.causal_softmax with each query row's logits times log(n) / log(LOGN), n = its keys (at least
     a tenth: the first rows keep some contrast)."""
@@ -278,10 +237,6 @@ def marked_model(cfg, weights=None):
 
 
 make_model = unseen.make_model
-shape, names, keep = logic_data.draw_shape, logic_data.GenConfig.max_names, logic_data.keep_rates
-if SIDE:
-    logic_data.draw_shape, logic_data.keep_rates = draw_shape, keep_rates
-    logic_data.GenConfig.max_names = max_names
 logic_data.problem_tokens = problem_tokens
 logic_data.GenConfig.max_tokens = max_tokens
 if KEEP:
@@ -301,5 +256,5 @@ if CHAIN != 'heads':
     unseen.mistakes = lambda *a, **k: None      # its kinds read the heads' format
 if __name__ == '__main__':
     print(f'probe: CHAIN={CHAIN} JITTER={JITTER} BALANCE={BALANCE} LOGN={LOGN} PREFIX={PREFIX} MARK={MARK} '
-          f'LOSSW={LOSSW} SIDE={SIDE} TOP={TOP}', flush=True)
+          f'LOSSW={LOSSW}', flush=True)
     unseen.main(sys.argv[1:])
