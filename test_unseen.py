@@ -3037,3 +3037,11 @@ def test_a_checkpoint_whose_config_was_relabelled_is_refused(tmp_path):
     assert r.returncode == 1 and r.stderr.strip().splitlines() == [
         f'error: {tmp_path}/relabelled.pt: its weights do not fit its stored configuration '
         '(transformer.wpe.weight is in the weights, not in the model): edited?']
+
+
+def test_a_small_eval_n_missing_a_depth_prints_a_dash_not_a_traceback(tmp_path, capsys):
+    """--eval-n 5 leaves some depths without problems in one scenario: the verdict's table says '-' there."""
+    U.main(['--unseen', 'all', '--freeze-emb', '--steps', '2', '--eval-every', '2', '--eval-n', '5',
+            '--n-layer', '1', '--n-embd', '32', '--out', str(tmp_path / 'run')])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith('  depth ')]
+    assert any('-   (' in line and ' 0 problems)' in line for line in rows) and len(rows) >= 7

@@ -813,8 +813,10 @@ def lengths_str(cfg, predictions, shapes):
     ok = {s: (predictions[s][1] == predictions[s][2]).all(dim=1) for s in ('none', 'all')}
     depth = {s: by_depth(predictions[s][0], ok[s]) for s in ('none', 'all')}
     lines = ['exact match by chain length (depth of the derivation): in training names / unseen names']
-    lines += [f"  {f'depth {d}':<28}{depth['none'][d][0]:7.1%} / {depth['all'][d][0]:6.1%}   "
-              f"({depth['none'][d][1]} / {depth['all'][d][1]} problems)" for d in depth['none']]
+    pct = lambda s, d, w: f"{depth[s][d][0]:{w}.1%}" if d in depth[s] else f"{'-':>{w}}"  # small --eval-n
+    lines += [f"  {f'depth {d}':<28}{pct('none', d, 7)} / {pct('all', d, 6)}   "
+              f"({depth['none'].get(d, (0, 0))[1]} / {depth['all'].get(d, (0, 0))[1]} problems)"
+              for d in sorted(set(depth['none']) | set(depth['all']))]
     lines += [f"  {f'depth {cfg.max_depth + d} ({d} beyond training)':<28}"
               f"{shapes[name]['none']:7.1%} / {shapes[name]['all']:6.1%}"
               for d, name in longer_sets(cfg, shapes).items()]
