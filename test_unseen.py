@@ -236,10 +236,10 @@ def test_training_draws_more_dead_rules_than_the_tests():
 
 
 def test_training_draws_more_side_rules_than_the_tests():
-    """--max-side 6: training problems have up to 6 side rules, so chains as long as the tests four steps
-    beyond (10 atoms) from paths no deeper, and the balanced mix keeps chains of 0-8 atoms (and longer) about
-    equally often; the tests keep 0-2 side rules. By default training draws 0-2 too, chains of 0-6."""
-    cfg, vocab, rng = U.Config(max_side=6), L.Vocab(60), random.Random(0)
+    """--max-side 6 (the default): training problems have up to 6 side rules, so chains as long as the tests
+    four steps beyond (10 atoms) from paths no deeper, and the balanced mix keeps chains of 0-8 atoms (and
+    longer) about equally often; the tests keep 0-2 side rules. --max-side 2 draws 0-2, chains of 0-6."""
+    cfg, vocab, rng = U.Config(), L.Vocab(60), random.Random(0)
     train, test = cfg.gen_config(cfg.steps), cfg.gen_config()
     drawn = [L.generate(rng, train, vocab.train_names) for _ in range(2000)]
     assert {p.how['shape'][1] for p in drawn} == set(range(7)) and max(p.how['depth'] for p in drawn) == 4
@@ -247,9 +247,10 @@ def test_training_draws_more_side_rules_than_the_tests():
     assert set(chains) == set(range(9)) and max(chains.values()) < 2 * min(chains.values())
     assert {L.generate(rng, test, vocab.train_names).how['shape'][1] for _ in range(500)} == set(range(3))
     assert train.limits()['chain'] == cfg.longest_problems().limits()['chain'] == 10
-    assert U.Config().gen_config(4500).limits()['chain'] == 6 and U.Config().max_side == 2
-    assert max(len(L.generate(rng, U.Config().gen_config(4500), vocab.train_names).chain)
-               for _ in range(1000)) == 6
+    assert cfg.max_side == 6 and U.Config(layout='template').max_side == 2
+    two = U.Config(max_side=2).gen_config(4500)
+    assert two.limits()['chain'] == 6
+    assert max(len(L.generate(rng, two, vocab.train_names).chain) for _ in range(1000)) == 6
 
 
 def test_the_shape_space():
