@@ -140,11 +140,13 @@ class Config:
 POSITIONS = ('learned', 'randomised', 'rotary', 'none')
 EVAL_CHUNK = 1000   # test problems per forward pass: the memory of an evaluation (config_error sizes it)
 # what each layout needs. Problems of every shape take six layers of eight heads, more and larger batches,
-# Muon, rules of two premises, chains of every length as often (--balance), and --shift 2 (training from
-# rows 0 and 2, testing from row 2, puts even the shortest answer where training put some); one layout not.
+# Muon, rules of two premises, chains of every length as often (--balance) and as long as the tests' four
+# steps beyond (--max-side 6), and --shift 2 (training from rows 0 and 2, testing from row 2, puts even the
+# shortest answer where training put some); one layout not.
 LAYOUT_DEFAULTS = {
     'shapes': dict(steps=4500, batch_size=128, n_layer=6, shift=2, optimizer='muon', lr=1e-2, decay=0.4,
-                   n_head=8, curriculum=250, balance=True, max_premises=logic_data.PREMISES['shapes'], max_side=6),
+                   n_head=8, curriculum=250, balance=True, max_premises=logic_data.PREMISES['shapes'],
+                   max_side=6),
     'template': dict(steps=4000, batch_size=64, n_layer=3, shift=0, optimizer='adamw', lr=2e-3, decay=0.25,
                      n_head=4, curriculum=500, balance=False, max_premises=logic_data.PREMISES['template'],
                      max_side=2)}
@@ -1233,8 +1235,8 @@ def load_checkpoint(path, device='cpu'):
     try:
         ck = torch.load(path, map_location=device)
         # a checkpoint from before problems of every shape trained on the one layout, with its defaults
-        # (and no broken paths, no shape curriculum, at most 4 facts and 3 dead rules): what a key it lacks
-        # meant then
+        # (and no broken paths, no shape curriculum, at most 4 facts, 3 dead and 2 side rules): what a key it
+        # lacks meant then
         cfg = Config(**{**LAYOUT_DEFAULTS['template'], 'layout': 'template', 'shape_curriculum': False,
                         'broken': 0.0, 'max_facts': 4, 'max_dead': 3, 'max_side': 2, **ck['config'],
                         'device': device})
@@ -1425,11 +1427,11 @@ def in_workers(fn, jobs, workers):
 
 # one common setting for every row: the demo's task and training (problems of every shape, rules of one or
 # two premises, broken paths, Muon and its schedule) on shallower derivations (depth 1-2), with 4 layers of
-# 4 heads, chains as drawn, at most 4 facts and 3 dead rules (the demo's before issue 57) and 3000 steps,
-# what the frozen row needs to reach about 90% (the notebook's probes): a seed of every row took about 108
-# min on 2 CPU cores in float32, both 3 h 37 min (spread them with --shard, or add the second seed later
-# with --resume); --quick, for a class: six rows, one seed, 1000 steps. Every row differs from the first
-# only in the paper's switches (grid_rows).
+# 4 heads, chains as drawn, at most 4 facts, 3 dead and 2 side rules (the demo's before issue 57) and 3000
+# steps, what the frozen row needs to reach about 90% (the notebook's probes): a seed of every row took
+# about 108 min on 2 CPU cores in float32, both 3 h 37 min (spread them with --shard, or add the second
+# seed later with --resume); --quick, for a class: six rows, one seed, 1000 steps. Every row differs from
+# the first only in the paper's switches (grid_rows).
 GRID = dict(n_symbols=5000, max_depth=2, n_layer=4, n_head=4, balance=False, max_facts=4, max_dead=3,
             max_side=2, steps=3000, eval_every=500, eval_n=500)
 GRID_QUICK = dict(GRID, steps=1000, eval_n=300)
