@@ -4,7 +4,7 @@ unseen: why transformers fail to reason with symbols they never saw in training,
 A small reproduction of "To See the Unseen" (Lazic, Fowl, Gyorgy, Szepesvari, arXiv 2604.21632).
 A decoder-only transformer learns to solve Horn-clause problems (logic_data.py) step by step. It is
 trained on variable names x0..x{n-1} and tested on problems written in names u0..u99 that never occurred
-in training, and on problem shapes it never trained on. The demo (2 CPU cores: about 25 min):
+in training, and on problem shapes it never trained on. The demo (2 CPU cores: about 35 min):
 
     python unseen.py --unseen all --freeze-emb
 
@@ -60,7 +60,7 @@ class Config:
     balance: bool = None       # training chains of every length about equally often (logic_data.balanced)
     max_facts: int = logic_data.SHAPE_LIMITS['facts'][1]   # the most facts a problem has (layout shapes)
     max_dead: int = 3          # the most dead rules of a training problem (the tests: 0-3; layout shapes)
-    max_side: int = None       # the most side rules of a training problem (the tests: 0-2); None: by layout
+    max_side: int = 6          # the most side rules of a training problem (the tests: 0-2; layout shapes)
     # model
     n_layer: int = None        # None: by layout (LAYOUT_DEFAULTS)
     n_head: int = None
@@ -140,16 +140,13 @@ class Config:
 POSITIONS = ('learned', 'randomised', 'rotary', 'none')
 EVAL_CHUNK = 1000   # test problems per forward pass: the memory of an evaluation (config_error sizes it)
 # what each layout needs. Problems of every shape take six layers of eight heads, more and larger batches,
-# Muon, rules of two premises, chains of every length as often (--balance) and as long as the tests' four
-# steps beyond (--max-side 6), and --shift 2 (training from rows 0 and 2, testing from row 2, puts even the
-# shortest answer where training put some); one layout not.
+# Muon, rules of two premises, chains of every length as often (--balance), and --shift 2 (training from
+# rows 0 and 2, testing from row 2, puts even the shortest answer where training put some); one layout not.
 LAYOUT_DEFAULTS = {
     'shapes': dict(steps=4500, batch_size=128, n_layer=6, shift=2, optimizer='muon', lr=1e-2, decay=0.4,
-                   n_head=8, curriculum=250, balance=True, max_premises=logic_data.PREMISES['shapes'],
-                   max_side=6),
+                   n_head=8, curriculum=250, balance=True, max_premises=logic_data.PREMISES['shapes']),
     'template': dict(steps=4000, batch_size=64, n_layer=3, shift=0, optimizer='adamw', lr=2e-3, decay=0.25,
-                     n_head=4, curriculum=500, balance=False, max_premises=logic_data.PREMISES['template'],
-                     max_side=2)}
+                     n_head=4, curriculum=500, balance=False, max_premises=logic_data.PREMISES['template'])}
 
 # -----------------------------------------------------------------------------
 # the model: nanoGPT, with identity terms and copy attention
@@ -2052,9 +2049,9 @@ def parse_args(argv=None):
     a('--max-dead', type=int, default=d.max_dead, help='the most dead rules (never firing) a training '
       'problem has (layout shapes; the tests keep 0-3; 7: as many rules as the tests 4 steps beyond have, '
       'so more rules than 9 do not break the model, at a cost in accuracy and time)')
-    a('--max-side', type=int, default=None, help=by_layout('max_side') + ': the most side rules (firing, not '
-      'needed) a training problem has (the tests keep 0-2; 6: chains as long as the tests 4 steps beyond '
-      'have, from paths no deeper: the chain\'s length no longer ends where training\'s did; 2: as before)')
+    a('--max-side', type=int, default=d.max_side, help='the most side rules (firing, not needed) a training '
+      'problem has (layout shapes; the tests keep 0-2; 6: chains as long as the tests 4 steps beyond have, '
+      'from paths no deeper: the chain\'s length no longer ends where training\'s did; 2: as before)')
     a('--max-premises', type=int, default=None, help=by_layout('max_premises') + ': premises per rule '
       '(1 to 3; 1: no conjunctions)')
     a('--curriculum', type=int, default=None, metavar='N', help=by_layout('curriculum') + ': training '
@@ -2176,7 +2173,7 @@ def check_args(p, args):
          '--max-facts goes with --layout shapes (the one layout always has 2 facts)'),
         (args.max_dead != d.max_dead and args.layout == 'template',
          '--max-dead goes with --layout shapes (the one layout always has 2 dead rules)'),
-        (args.max_side is not None and args.layout == 'template',
+        (args.max_side != d.max_side and args.layout == 'template',
          '--max-side goes with --layout shapes (the one layout has no side rules)'),
         (args.decay is not None and args.schedule != 'wsd', '--decay goes with --schedule wsd'),
         (args.muon_lr != d.muon_lr
@@ -2231,7 +2228,7 @@ def config_error(c):
          f'--positions rotary turns pairs of channels: the head size --n-embd / --n-head '
          f'({c.n_embd} / {heads} = {c.n_embd // max(1, heads)}) must be even'),
         (True, logic_data.size_error(c.n_symbols, c.max_depth, number('max_premises'), c.max_facts,
-                                     c.max_dead, number('max_side'))),
+                                     c.max_dead, c.max_side)),
         *[(not low <= number(k) <= high or (number(k) == 0 and k in open_low),
            f"{flag(k)} {number(k)}: must be a number in {'(' if k in open_low else '['}{low}, {high}]")
           for k, low, high in ranges],
