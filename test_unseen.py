@@ -224,15 +224,17 @@ def test_max_facts_bounds_the_facts_and_a_checkpoint_from_before_reads_as_four(t
 
 
 def test_training_draws_more_dead_rules_than_the_tests():
-    """--max-dead 7: training problems have up to 7 dead rules, so up to 13 rules, as many as the tests four
-    steps beyond have; the tests keep 0-3 (9 rules at most in range). By default training draws 0-3 too."""
-    cfg, vocab, rng = U.Config(max_dead=7), L.Vocab(60), random.Random(0)
+    """--max-dead 7 (with --max-side 2): training problems have up to 7 dead rules, so up to 13 rules, as many
+    as the tests four steps beyond have (as the default --max-side 6 gives); the tests keep 0-3 (9 rules at
+    most in range). By default training draws 0-3 too."""
+    cfg, vocab, rng = U.Config(max_dead=7, max_side=2), L.Vocab(60), random.Random(0)
     train, test = cfg.gen_config(cfg.steps), cfg.gen_config()
     assert {L.generate(rng, train, vocab.train_names).how['shape'][2] for _ in range(1500)} == set(range(8))
     assert {L.generate(rng, test, vocab.train_names).how['shape'][2] for _ in range(500)} == set(range(4))
     assert train.limits()['rules'] == cfg.longest_problems().limits()['rules'] == 13
     assert test.limits()['rules'] == 9 and cfg.block_size() == cfg.longest_problems().max_tokens()
-    assert U.Config().gen_config(4500).limits()['rules'] == 9 and U.Config().max_dead == 3
+    assert U.Config(max_side=2).gen_config(4500).limits()['rules'] == 9 and U.Config().max_dead == 3
+    assert U.Config().gen_config(4500).limits()['rules'] == 13
 
 
 def test_training_draws_more_side_rules_than_the_tests():
@@ -586,23 +588,23 @@ def test_curriculum_grows_the_training_depth_and_leaves_the_tests_whole():
 
 
 def test_balance_draws_training_chains_of_every_length_about_equally_often_and_leaves_the_tests_as_drawn():
-    """--balance (the demo's default): the training problems' chains are of every length 0..5 (the last
-    with every longer one) about equally often, true and false alike; drawn as usual, chains of 4 and
-    more atoms are rare. The tests are drawn as before, and the one layout and the grid keep the mix."""
+    """--balance (the demo's default): the training problems' chains are of every length 0..8 (the last
+    with every longer one; --max-side 6) about equally often, true and false alike; drawn as usual, chains
+    of 6 and more atoms are rare. The tests are drawn as before; the one layout and the grid keep the mix."""
     names = L.Vocab(5000).train_names
     def shares(gen, n=3000):
-        rng, lengths, answers = random.Random(1), [0] * 6, 0
+        rng, lengths, answers = random.Random(1), [0] * 9, 0
         for _ in range(n):
             p = L.generate(rng, gen, names)
-            lengths[min(len(p.chain), 5)] += 1
+            lengths[min(len(p.chain), 8)] += 1
             answers += p.answer
         return [c / n for c in lengths], answers / n
     cfg = U.Config(freeze_emb=True)
     assert cfg.balance and cfg.gen_config(10 ** 6).balance and not cfg.gen_config().balance
     balanced, true = shares(cfg.gen_config(10 ** 6))
-    assert all(abs(s - 1 / 6) < 0.03 for s in balanced) and abs(true - 0.5) < 0.03, (balanced, true)
+    assert all(abs(s - 1 / 9) < 0.03 for s in balanced) and abs(true - 0.5) < 0.03, (balanced, true)
     drawn, true = shares(replace(cfg, balance=False).gen_config(10 ** 6))
-    assert drawn[4] + drawn[5] < 0.25 and drawn[1] > 0.2 and abs(true - 0.5) < 0.03, drawn
+    assert sum(drawn[6:]) < 0.2 and drawn[1] > 0.13 and abs(true - 0.5) < 0.03, drawn
     stage1, _ = shares(cfg.gen_config(0), 600)                 # the curriculum's first stage: lengths 0 and 1
     assert abs(stage1[0] - 0.5) < 0.06 and stage1[0] + stage1[1] == 1, stage1
     assert not U.Config(layout='template').balance and not U.Config(**U.GRID).balance
@@ -1731,7 +1733,7 @@ def test_a_bad_problems_file_gets_one_line_naming_it(trained, tmp_path, content,
     (['--max-facts', '0'], '--max-facts 0: must be 1 to 10'),
     (['--max-facts', '4', '--layout', 'template'], '--max-facts goes with --layout shapes'),
     (['--max-dead', '8'], '--max-dead 8: must be 0 to 7 (no more rules than the longest tests)'),
-    (['--max-dead', '7', '--layout', 'template'], '--max-dead goes with --layout shapes'),
+    (['--max-dead', '2', '--layout', 'template'], '--max-dead goes with --layout shapes'),
     (['--max-side', '7'], '--max-side 7: must be 0 to 6 (no longer chains than the longest tests)'),
     (['--max-side', '6', '--max-dead', '4'], 'at most 9 side and dead rules together'),
     (['--max-side', '3', '--layout', 'template'], '--max-side goes with --layout shapes'),

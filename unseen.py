@@ -4,7 +4,7 @@ unseen: why transformers fail to reason with symbols they never saw in training,
 A small reproduction of "To See the Unseen" (Lazic, Fowl, Gyorgy, Szepesvari, arXiv 2604.21632).
 A decoder-only transformer learns to solve Horn-clause problems (logic_data.py) step by step. It is
 trained on variable names x0..x{n-1} and tested on problems written in names u0..u99 that never occurred
-in training, and on problem shapes it never trained on. The demo (2 CPU cores: about 35 min):
+in training, and on problem shapes it never trained on. The demo (2 CPU cores: about 32 min):
 
     python unseen.py --unseen all --freeze-emb
 
@@ -2047,8 +2047,8 @@ def parse_args(argv=None):
     a('--max-facts', type=int, default=d.max_facts, help='the most facts a problem has (layout shapes; 4: '
       'as in earlier versions, whose models take the first four slots of a prompt for the facts)')
     a('--max-dead', type=int, default=d.max_dead, help='the most dead rules (never firing) a training '
-      'problem has (layout shapes; the tests keep 0-3; 7: as many rules as the tests 4 steps beyond have, '
-      'so more rules than 9 do not break the model, at a cost in accuracy and time)')
+      'problem has (layout shapes; the tests keep 0-3; at most 9 side and dead rules together; with '
+      '--max-side 2, 7 gave as many rules as the tests 4 steps beyond have, as --max-side 6 does)')
     a('--max-side', type=int, default=d.max_side, help='the most side rules (firing, not needed) a training '
       'problem has (layout shapes; the tests keep 0-2; 6: chains as long as the tests 4 steps beyond have, '
       'from paths no deeper: the chain\'s length no longer ends where training\'s did; 2: as before)')
