@@ -713,30 +713,6 @@ def test_identity_terms_at_zero_are_the_standard_model_and_are_trained():
     assert torch.equal(fresh.id_a, torch.ones(n)) and torch.equal(fresh.id_b, torch.zeros(n))
 
 
-def test_compiled_attention_is_the_same_function_and_only_trains(monkeypatch):
-    """--compile (the command line's default) runs the written-out attention of a training step through
-    torch.compile: the same loss and gradients, to float32's rounding; evaluation stays as written."""
-    monkeypatch.setattr(U, '_compiled', {})
-    cfg = replace(TINY, identity=True, precision='fp32')
-    vocab = L.Vocab(cfg.n_symbols)
-    x, y = next(U.batches(random.Random(0), cfg, vocab))
-    grads = []
-    for compiled in (False, True):
-        model = U.make_model(replace(cfg, compile=compiled))
-        _, loss = model(x, y)
-        loss.backward()
-        grads.append([loss] + [p.grad for p in model.parameters() if p.grad is not None])
-        assert bool(U._compiled) == compiled                       # compiled at its first training step
-    assert len(grads[0]) == len(grads[1]) > 10
-    for eager, fused in zip(*grads):
-        assert torch.allclose(eager, fused, rtol=1e-4, atol=1e-6)
-    monkeypatch.setattr(U, '_compiled', {})
-    model.eval()
-    with torch.no_grad():
-        model(x, y)
-    assert not U._compiled                                         # evaluation: the attention as written
-
-
 def test_rotary_positions_see_offsets_only(tmp_path):
     """With rotary positions a query-key score depends on how far apart the two tokens stand, not on where:
     the same query and key vectors give scores constant along each diagonal. The model has no position
@@ -941,10 +917,9 @@ def test_command_line_defaults_are_configs_defaults_and_switches_set_one_thing(m
     """On either kind of CPU: the command line's defaults are Config's, but for the precision that --precision
     auto picks there (Config holds fp32 and probes nothing)."""
     fake_machine(monkeypatch, bf16)
-    here = dict(precision='bf16' if bf16 else 'fp32', compile=True)    # and it trains compiled
-    cfg = lambda *a: replace(U.config_from_args(U.parse_args(list(a))), precision='fp32', compile=False)
+    here = dict(precision='bf16' if bf16 else 'fp32')
+    cfg = lambda *a: replace(U.config_from_args(U.parse_args(list(a))), precision='fp32')
     assert U.config_from_args(U.parse_args([])) == replace(U.Config(), **here)
-    assert not U.config_from_args(U.parse_args(['--no-compile'])).compile
     assert cfg() == U.Config()
     assert cfg('--freeze-emb') == replace(U.Config(), freeze_emb=True)         # and no copy attention with it
     assert cfg('--untie-emb') == replace(U.Config(), tie_emb=False)

@@ -98,7 +98,6 @@ class Config:
     seed: int = 0
     device: str = 'cpu'        # the command line's --device auto picks one (pick_device)
     precision: str = 'fp32'    # 'bf16': matrix products in bfloat16 under autocast (pick_precision)
-    compile: bool = False      # training: attention through torch.compile (the command line's default)
 
     def __post_init__(self):   # the defaults by layout: for the command line and code alike
         for k, v in LAYOUT_DEFAULTS[self.layout].items():
@@ -166,18 +165,9 @@ def rotary(t):
 
 def causal_softmax(att):
     """Softmax over the keys at or before each query, in float32."""
-    att = att.masked_fill(att.new_ones(att.shape[-2:], dtype=torch.bool).triu(1), float('-inf'))
+    T = att.size(-1)
+    att = att.masked_fill(torch.ones(T, T, dtype=torch.bool, device=att.device).triu(1), float('-inf'))
     return F.softmax(att, dim=-1, dtype=torch.float32)
-
-
-def attention(q, k, v, x=None, a=None, b=None):
-    """Causal attention written out: the heads' outputs (B, nh, T, hs) from q, k, v; with the identity
-    terms (the block's input x (B, T, C), a_h and b_h) also sum_h b_h att_h @ x (B, T, C), else None."""
-    att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))                          # (B, nh, T, T)
-    if x is not None:
-        att = att + a.view(-1, 1, 1) * (x @ x.transpose(1, 2)).unsqueeze(1) / math.sqrt(x.size(-1))
-    att = causal_softmax(att)                                                        # (B, nh, T, T)
-    return att.to(v.dtype) @ v, None if x is None else (b.view(-1, 1, 1) * att).sum(1).to(x.dtype) @ x
 
 
 class CausalSelfAttention(nn.Module):
@@ -191,7 +181,6 @@ class CausalSelfAttention(nn.Module):
         super().__init__()
         self.n_head = cfg.n_head
         self.rotary = cfg.positions == 'rotary'
-        self.compile = cfg.compile
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
         self.identity = cfg.identity
@@ -205,13 +194,18 @@ class CausalSelfAttention(nn.Module):
         q, k, v = [t.view(B, T, self.n_head, -1).transpose(1, 2) for t in (q, k, v)]      # (B, nh, T, hs)
         if self.rotary:
             q, k = rotary(q), rotary(k)
-        if self.identity or (q.dtype == torch.bfloat16 and q.device.type == 'cpu'):
-            attend = compiled_attention if self.compile and self.training else attention    # --compile
-            y, z = attend(q, k, v, *((x, self.id_a, self.id_b) if self.identity else ()))
-        else:   # torch's fused kernel (slow in CPU bf16)
-            y, z = F.scaled_dot_product_attention(q, k, v, is_causal=True), None
+        if not self.identity and not (q.dtype == torch.bfloat16 and q.device.type == 'cpu'):
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # the fused kernel (slow in CPU bf16)
+        else:
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))                     # (B, nh, T, T)
+            if self.identity:
+                att = att + self.id_a.view(-1, 1, 1) * (x @ x.transpose(1, 2)).unsqueeze(1) / math.sqrt(C)
+            att = causal_softmax(att)  # (B, nh, T, T)
+            y = att.to(v.dtype) @ v  # (B, nh, T, hs)
         y = self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
-        return y if z is None else y + z
+        if self.identity:
+            y = y + (self.id_b.view(-1, 1, 1) * att).sum(1).to(x.dtype) @ x                        # (B, T, C)
+        return y
 
 
 class CopyAttention(nn.Module):
@@ -499,6 +493,10 @@ def shape_sets(cfg, vocab):
                                  max(1, cfg.eval_n // 2), cfg.block_size())
 
 
+def held_out_sets(sets):
+    """The names of the shape sets that hold shapes training never drew (the held-out families)."""
+    return [name for name in sets if logic_data.is_held_out(name)]
+
 # -----------------------------------------------------------------------------
 # evaluation: exact match under greedy decoding, and the collapse metric
 
@@ -546,9 +544,14 @@ def evaluate_shapes(model, vocab, sets, device='cpu'):
     """Exact match on each of `shape_sets`, in training and in unseen names; 'held-out shapes, mean' is the
     mean over the held-out families."""
     acc = {name: evaluate(model, vocab, pair, device) for name, pair in sets.items()}
-    held = [name for name in sets if logic_data.is_held_out(name)]       # the held-out families
+    held = held_out_sets(sets)
     mean = {s: sum(acc[h][s] for h in held) / len(held) for s in ('none', 'all')}
     return {**{h: acc[h] for h in held}, **({'held-out shapes, mean': mean} if len(held) > 1 else {}), **acc}
+
+
+def held_out_mean(shapes):
+    """What evaluate_shapes says of the held-out shapes: the mean over their families, or the one set."""
+    return shapes.get('held-out shapes, mean') or shapes[held_out_sets(shapes)[0]]
 
 
 @torch.no_grad()
@@ -708,11 +711,6 @@ def main(argv=None):
 # outputs: the log line, the plan, the mistakes, the plots, the checkpoint, the output folder
 
 
-def held_out_mean(shapes):
-    """What evaluate_shapes says of the held-out shapes: the mean over their families, or the one set."""
-    return shapes.get('held-out shapes, mean') or shapes[next(filter(logic_data.is_held_out, shapes))]
-
-
 def shapes_note(cfg, shapes):
     """The verdict's lines on the shapes and the chain lengths the model never trained on."""
     held, longer = held_out_mean(shapes), longer_sets(cfg, shapes)
@@ -870,9 +868,8 @@ def count_params(cfg):
 def plan(cfg, out):
     """What a run is about to do, in the words of its first lines."""
     n_params = count_params(cfg)
-    compiled = ' (attention compiled)' if cfg.compile else ''
     lines = [f"model: {run_name(cfg)} ({n_params / 1e3:.0f}k parameters); {cfg.steps} steps on {cfg.device} "
-             f"in {cfg.precision}{compiled}, {cfg.n_symbols} training symbols, 100 unseen; writing to {out}"]
+             f"in {cfg.precision}, {cfg.n_symbols} training symbols, 100 unseen; writing to {out}"]
     if cfg.curriculum and cfg.max_depth > 1:
         most = cfg.gen_config(0).shape_caps
         shapes = f" (at most {most[0]} facts, {most[1]} side and {most[2]} dead rules)" if most else ''
@@ -1918,20 +1915,6 @@ def finetune_contrast(model, vocab, cfg, max_steps, eval_every, workers, path):
 # --bench: what makes the training loop fast on this machine
 
 
-_compiled = {}
-
-
-def compiled_attention(*args):
-    """`attention` through torch.compile: the same function, its elementwise passes over the (B, nh, T, T)
-    scores fused into a few kernels (a training step 1.4 times as fast in bf16 on our CPU; the first call
-    compiles, about 10 s). Where compiling fails (no C++ compiler), torch runs `attention` as it is."""
-    if not _compiled:
-        torch._dynamo.config.suppress_errors = True
-        torch._inductor.config.compile_threads = 1    # in this process: no pool of compilers beside a run
-        _compiled['fn'] = torch.compile(attention, dynamic=True)
-    return _compiled['fn'](*args)
-
-
 def timed_steps(cfg, steps, group=True, threads=None):
     """(non-padding input tokens, seconds) of `steps` training steps (data, forward, backward, optimiser) of
     a fresh model, after 5 warm-up steps (allocators and caches). `threads`: torch threads for it."""
@@ -2108,8 +2091,6 @@ def parse_args(argv=None):
     a('--device', default='auto', help='auto, cpu, cuda or mps')
     a('--precision', choices=('auto', 'fp32', 'bf16'), default='auto', help='bf16: matrix products in '
       'bfloat16 (autocast); auto: bf16 where the hardware is fast at it')
-    a('--compile', action=argparse.BooleanOptionalAction, default=True, help='train with the attention '
-      'through torch.compile (the same function, fused: faster; about 10 s to compile at the start)')
     a('--out', default=None, help='output folder; %(default)s: runs/<time>_<switches>')
     a('--ask', metavar='TEXT', help="solve one problem, e.g. 'u1 . u1 -> u2 . ? u2', with --ckpt")
     a('--problems', metavar='FILE', help='with --ckpt: solve every problem in FILE (one per line: the text '
