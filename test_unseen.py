@@ -833,7 +833,7 @@ def test_muon_takes_the_blocks_matrices_and_the_embeddings_keep_adamw_with_decay
     model = U.make_model(cfg)
     opt = U.make_optimizer(model, cfg)
     adamw, muon = opt.optimizers
-    assert isinstance(adamw, torch.optim.AdamW) and isinstance(muon, torch.optim.Muon)
+    assert isinstance(adamw, torch.optim.AdamW) and isinstance(muon, U.Muon)
     ids = lambda o: {id(p) for g in o.param_groups for p in g['params']}
     blocks = {id(p) for p in model.transformer.h.parameters() if p.dim() == 2}
     assert ids(muon) == blocks and len(blocks) == 4 * cfg.n_layer
@@ -915,10 +915,10 @@ def test_grad_clip_bounds_the_gradient_the_step_uses_and_is_off_by_default():
 @pytest.mark.parametrize('bf16', [False, True])
 def test_command_line_defaults_are_configs_defaults_and_switches_set_one_thing(monkeypatch, bf16):
     """On either kind of CPU: the command line's defaults are Config's, but for the precision that --precision
-    auto picks there (Config holds fp32 and probes nothing)."""
+    auto picks there (Config holds fp32 and probes nothing) and --compile auto's compiled attention."""
     fake_machine(monkeypatch, bf16)
-    here = dict(precision='bf16' if bf16 else 'fp32')
-    cfg = lambda *a: replace(U.config_from_args(U.parse_args(list(a))), precision='fp32')
+    here = dict(precision='bf16' if bf16 else 'fp32', compile=True)
+    cfg = lambda *a: replace(U.config_from_args(U.parse_args(list(a))), precision='fp32', compile=False)
     assert U.config_from_args(U.parse_args([])) == replace(U.Config(), **here)
     assert cfg() == U.Config()
     assert cfg('--freeze-emb') == replace(U.Config(), freeze_emb=True)         # and no copy attention with it
@@ -1230,7 +1230,12 @@ def test_teacher_forced_exact_match_equals_greedy_decoding(trained):
         if s == 'none':
             assert sum(fast) > 0                     # a model that gets some right: the check has teeth
         x, y = U.make_batch(problems, vocab)         # a test set of any size: evaluated a piece at a time
-        assert torch.equal(U.target_preds(model, x, y, chunk=7), U.target_preds(model, x, y))
+        whole = U.target_preds(model, x, y)
+        scores, U.EVAL_SCORES = U.EVAL_SCORES, 7 * cfg.n_head * x.size(1) ** 2   # 7 problems a pass
+        try:
+            assert U.eval_chunk(cfg, x.size(1)) == 7 and torch.equal(U.target_preds(model, x, y), whole)
+        finally:
+            U.EVAL_SCORES = scores
 
 
 def test_a_checkpoint_is_evaluated_on_its_own_test_problems(trained):
@@ -1749,7 +1754,8 @@ def test_a_bad_problems_file_gets_one_line_naming_it(trained, tmp_path, content,
     (['--grid', '--seeds', '0'], '--seeds must be 1 to 100'),
     (['--grid', '--seeds', '1000000'], '--seeds must be 1 to 100'),
     (['--n-embd', '2048', '--n-layer', '48'], '2426M parameters, at most 200M'),
-    (['--eval-n', '2000', '--max-depth', '20', '--n-symbols', '100000'], 'one evaluation would hold 13 GB'),
+    (['--eval-n', '2000', '--max-depth', '20', '--n-symbols', '100000', '--batch-size', '512'],
+     'one training step would hold about 21 GB'),
     (['--precision', 'fp16'], "invalid choice: 'fp16'"),
     (['--bench', '--precision', 'fp32', '--steps', '5'], 'cannot take --steps --precision'),
     (['--bench', '--curriculum', '100'], 'cannot take --curriculum'),
@@ -1906,7 +1912,7 @@ def test_main_writes_checkpoint_plot_and_verdict(tmp_path):
     assert 'teacher-forced accuracy per target position (query): step 1 ' in r.stdout
     assert ("Muon 0.006 on the blocks' matrices, AdamW 0.01 on the rest: a 100-step warmup, which this "
             '20-step run ends inside (--schedule wsd)') in r.stdout
-    assert re.search(r'^trained in \d+ min \d+ s$', r.stdout, re.M)
+    assert re.search(r'^trained in \d+ min \d+ s, peak memory \d+\.\d GB$', r.stdout, re.M)
     assert (U.duration(839.6), U.duration(59.5), U.duration(61)) == ('14 min 0 s', '1 min 0 s', '1 min 1 s')
     assert "mistakes on 'query'" in r.stdout and 'solver:  ' in r.stdout
     assert (tmp_path / 'ckpt.pt').is_file() and (tmp_path / 'training.png').stat().st_size > 10_000
@@ -2188,29 +2194,130 @@ def test_grid_on_the_one_layout_with_layout_template(tmp_path, monkeypatch):
     assert 'the one layout, depth 1-2' in (tmp_path / 'grid.md').read_text()
 
 
-def test_bench_times_every_lever_and_reports_it_against_the_first(monkeypatch):
+def test_bench_times_every_lever_and_reports_its_share_of_the_machines_matmul_rate(monkeypatch):
     cfg = replace(TINY, batch_size=8)
     vocab = L.Vocab(cfg.n_symbols)
     data = U.batches(random.Random(cfg.seed), cfg, vocab)
-    want = sum((next(data)[0] != vocab.pad).sum().item() for _ in range(5 + 3))
-    first5 = sum((x != vocab.pad).sum().item() for x, _ in itertools.islice(
-        U.batches(random.Random(cfg.seed), cfg, vocab), 5))
-    tokens, seconds = U.timed_steps(cfg, 3)                # the tokens of 3 steps after 5 warm-up steps
-    assert tokens == want - first5 and seconds > 0
+    batches = [next(data) for _ in range(5 + 3)]
+    tokens, flops, seconds = U.timed_steps(cfg, 3)                # 3 steps after 5 warm-up steps
+    assert tokens == sum((x != vocab.pad).sum().item() for x, _ in batches[5:]) and seconds > 0
+    assert flops == sum(U.step_flops(cfg, *x.shape, (y != -1).sum().item(), len(vocab)) for x, y in batches[5:])
     calls = []
 
-    def fake(cfg, steps, group=True, threads=None):      # known speeds: 100 tokens/s per precision level
-        calls.append((cfg.precision, cfg.batch_size, group))
-        speed = {'fp32': 100, 'bf16': 150}[cfg.precision] * (2 if cfg.batch_size == 16 else 1) * (group + 1)
-        return speed, 1.0
+    def fake(cfg, steps, group=True, threads=None):   # known: 1e9 FLOP, 1000 tokens, 2 s (1 s compiled)
+        calls.append((cfg.precision, cfg.compile, threads))
+        return 1000, 1e9, 1.0 if cfg.compile else 2.0
     monkeypatch.setattr(U, 'timed_steps', fake)
+    monkeypatch.setattr(U, 'matmul_rate', lambda cfg: 2e9 if cfg.precision == 'bf16' else 1e9)
     monkeypatch.setattr(U.os, 'cpu_count', lambda: 2)
     monkeypatch.setattr(U, 'in_workers', lambda f, jobs, n: enumerate(f(*job) for job in jobs))   # here
     table = U.bench(replace(TINY, batch_size=8), steps=2, rounds=1, log=lambda s: None)
-    assert calls == [('fp32', 8, True), ('fp32', 8, False), ('bf16', 8, True), ('bf16', 16, True)] + \
-        [('bf16', 8, True)] * 2
-    ratios = [line.split('|')[-2].strip() for line in table.splitlines()[2:]]
-    assert ratios == ['1.00x', '0.50x', '1.50x', '3.00x', '3.00x']        # each lever against the first row
+    assert calls == [('fp32', False, None), ('fp32', True, None), ('bf16', False, None), ('bf16', True, None)] \
+        + [('fp32', False, 1)] * 2
+    rows = [[c.strip() for c in line.split('|')[2:-1]] for line in table.splitlines()[2:]]
+    assert rows[0] == ['1000', '500', '0.5', '1', '50%']            # ms a step, tokens/s, GFLOP/s, peak, share
+    assert rows[1] == ['500', '1,000', '1.0', '1', '100%'] and rows[3][-1] == '50%'   # bf16's own peak
+    assert rows[4] == ['1000', '1,000', '1.0', '1', '50%']          # two runs: two machines' worth of work
+
+
+def test_step_flops_counts_what_torchs_flop_counter_counts():
+    """The FLOPs a log line divides by (nanoGPT's estimate_mfu, for this model) are those of the step: with
+    and without identity terms, frozen or trained (un)embeddings, Muon or AdamW."""
+    from torch.utils.flop_counter import FlopCounterMode
+    vocab = L.Vocab(TINY.n_symbols)
+    # (not without identity terms: there the CPU's fused kernel runs, whose backward the counter skips)
+    for over in (dict(), dict(freeze_emb=True), dict(optimizer='muon', freeze_emb=True)):
+        cfg = replace(TINY, **over)
+        model = U.make_model(cfg)
+        opt = U.make_optimizer(model, cfg)
+        x, y = next(U.batches(random.Random(0), cfg, vocab))
+        with FlopCounterMode(display=False) as counter:
+            U.train_step(model, opt, x, y)
+        want = U.step_flops(cfg, *x.shape, (y != -1).sum().item(), len(vocab))
+        assert counter.get_total_flops() == pytest.approx(want, rel=0.02), over
+
+
+def test_matmul_rate_and_the_log_lines_share_of_it():
+    cfg = replace(TINY, steps=30, eval_every=10)
+    assert 1e8 < U.matmul_rate(cfg) < 1e14
+    _, _, history = U.train(cfg, log=lambda s: None)
+    assert all(0 < h['share'] < 2 for h in history[1:])
+    assert '% of matmul peak' in U.progress_line(history[1], cfg.steps)
+
+
+def test_the_clock_counts_the_steps_to_come_at_their_size():
+    """The time left: steps of a deeper curriculum stage cost more (their problems are longer), and the
+    estimate weighs the steps to come by their stage, not by the pace of the short problems so far."""
+    cfg = replace(TINY, max_depth=3, curriculum=20, steps=60, eval_every=20, max_side=0)
+    stages = U.stage_flops(cfg, L.Vocab(cfg.n_symbols))
+    assert stages[1] < stages[2] < stages[3]
+    stages = {1: 1.0, 2: 2.0, 3: 4.0}
+    # at step 20: 20 steps of stage 1 (20 FLOPs) took 10 s; 20 steps of 2 and 20 of 4 (120 FLOPs) to come, at
+    # 0.5 s a FLOP; evaluations at 1 s each: steps 40 and 60, and the held-out shapes' (3 for the layout)
+    assert U.time_left(cfg, 20, stages, 10.0, 20.0, 2.0, 2) == pytest.approx(60 + 5)
+    assert U.time_left(cfg, 60, stages, 30.0, 140.0, 4.0, 4) == 0
+    assert U.time_left(cfg, 0, stages, 0.0, 0.0, 1.0, 1) == pytest.approx(6)   # step 0: nothing trained yet
+    _, _, history = U.train(cfg, log=lambda s: None)
+    assert history[-1]['left'] == 0 and all(h['left'] > 0 for h in history[1:-1])
+
+
+def test_a_compiler_that_fails_leaves_one_line_and_the_run_trains_as_written(monkeypatch):
+    """--compile on a laptop without a C++ compiler: the compile fails at its first call; the run says so
+    in one line and trains on with the attention as written."""
+    def no_compiler(fn, **kw):
+        def fails(*a):
+            raise RuntimeError('InvalidCxxCompiler: No working C++ compiler found in torch._inductor.config')
+        return fails
+    monkeypatch.setattr(U.torch, 'compile', no_compiler)
+    lines = []
+    model, _, history = U.train(replace(TINY, steps=5, compile=True), log=lines.append)
+    notes = [line for line in lines if 'torch.compile' in line]
+    assert len(notes) == 1 and 'not available here' in notes[0] and 'InvalidCxxCompiler' in notes[0]
+    assert all(block.attn.attend is U.attend for block in model.transformer.h) and len(history) == 2
+
+
+def test_compile_auto_compiles_runs_long_enough_to_pay_for_it():
+    c = lambda *argv: U.config_from_args(U.parse_args(list(argv))).compile
+    assert c() and c('--steps', '1000') and not c('--steps', '999')
+    assert c('--steps', '20', '--compile', 'on') and not c('--compile', 'off')
+
+
+def test_the_compiled_attention_is_the_same_function():
+    """What compile_attention swaps in computes what `attend` computes, forward and backward (compiled once
+    here, on a small model: about 20 s)."""
+    cfg = replace(TINY, compile=True)
+    model = U.make_model(cfg)
+    assert U.compile_attention(model, log=pytest.fail)
+    x = torch.randn(4, 9, cfg.n_embd, requires_grad=True)
+    attn = model.transformer.h[0].attn
+    compiled = attn(x)
+    compiled.sum().backward()
+    grad, x.grad = x.grad, None
+    attn.attend = U.attend
+    written = attn(x)
+    written.sum().backward()
+    assert torch.allclose(compiled, written, atol=1e-5) and torch.allclose(grad, x.grad, atol=1e-5)
+
+
+def test_muon_is_torchs_muon_batched_in_float32():
+    """Our Muon (all matrices of a shape at once, float32) takes the steps torch.optim.Muon takes (bfloat16,
+    one at a time) up to bfloat16's rounding of the update."""
+    torch.manual_seed(0)
+    shapes = [(96, 32), (32, 32), (128, 32), (32, 128)] * 2
+    ours = [torch.nn.Parameter(torch.randn(*s)) for s in shapes]
+    theirs = [torch.nn.Parameter(p.detach().clone()) for p in ours]
+    start = [p.detach().clone() for p in ours]
+    a = U.Muon(ours, lr=6e-3, weight_decay=0.1)
+    b = torch.optim.Muon(theirs, lr=6e-3, weight_decay=0.1, adjust_lr_fn='match_rms_adamw')
+    for _ in range(5):
+        for p, q in zip(ours, theirs):
+            p.grad = torch.randn_like(p)
+            q.grad = p.grad.clone()
+        a.step()
+        b.step()
+    for p, q, p0 in zip(ours, theirs, start):
+        moved = (q - p0 * (1 - 6e-3 * 0.1) ** 5).norm()
+        assert (p - q).norm() < 0.02 * moved
 
 
 # -----------------------------------------------------------------------------

@@ -20,6 +20,7 @@ evaluation, training, the verdict; after it, outputs, --ckpt / --ask / --problem
 import argparse
 import contextlib
 import copy
+import ctypes
 import hashlib
 import itertools
 import json
@@ -98,6 +99,8 @@ class Config:
     seed: int = 0
     device: str = 'cpu'        # the command line's --device auto picks one (pick_device)
     precision: str = 'fp32'    # 'bf16': matrix products in bfloat16 under autocast (pick_precision)
+    compile: bool = False      # the attention through torch.compile (compile_attention; the command line's
+                               # --compile auto: for runs of 1000 steps or more, where it pays)
 
     def __post_init__(self):   # the defaults by layout: for the command line and code alike
         for k, v in LAYOUT_DEFAULTS[self.layout].items():
@@ -138,7 +141,9 @@ class Config:
         return self.longest_problems().max_tokens()
 
 POSITIONS = ('learned', 'randomised', 'rotary', 'none')
-EVAL_CHUNK = 1000   # test problems per forward pass: the memory of an evaluation (config_error sizes it)
+FINAL_EVALS = dict(shapes=3, template=1)   # the held-out shapes' evaluation after training, in evaluations
+EVAL_SCORES = 1 << 23   # evaluation: problems per forward pass so one (n, nh, T, T) tensor of scores
+                        # holds at most this many numbers (32 MB; eval_chunk)
 # what each layout needs. Problems of every shape take six layers of eight heads, more and larger batches,
 # Muon, rules of two premises, chains of every length as often (--balance), and --shift 2 (training from
 # rows 0 and 2, testing from row 2, puts even the shortest answer where training put some); one layout not.
@@ -164,10 +169,11 @@ def rotary(t):
 
 
 def causal_softmax(att):
-    """Softmax over the keys at or before each query, in float32."""
+    """Softmax over the keys at or before each query, in float32. The mask is added (-inf after the query),
+    one pass that the backward pass skips: masked_fill is a copy and a fill, and its gradient another."""
     T = att.size(-1)
-    att = att.masked_fill(torch.ones(T, T, dtype=torch.bool, device=att.device).triu(1), float('-inf'))
-    return F.softmax(att, dim=-1, dtype=torch.float32)
+    mask = torch.full((T, T), float('-inf'), device=att.device).triu(1)               # (T, T)
+    return F.softmax(att + mask, dim=-1)                          # (bfloat16 scores: float32 sums)
 
 
 class CausalSelfAttention(nn.Module):
@@ -187,6 +193,7 @@ class CausalSelfAttention(nn.Module):
         if cfg.identity:
             self.id_a = nn.Parameter(torch.full((cfg.n_head,), cfg.identity_a))   # + a_h <x_s, x_t> / sqrt(C)
             self.id_b = nn.Parameter(torch.full((cfg.n_head,), cfg.identity_b))   # + b_h att_h @ x
+        self.attend = attend           # compile_attention may swap in a compiled copy (same function)
 
     def forward(self, x):
         B, T, C = x.size()
@@ -194,18 +201,51 @@ class CausalSelfAttention(nn.Module):
         q, k, v = [t.view(B, T, self.n_head, -1).transpose(1, 2) for t in (q, k, v)]      # (B, nh, T, hs)
         if self.rotary:
             q, k = rotary(q), rotary(k)
-        if not self.identity and not (q.dtype == torch.bfloat16 and q.device.type == 'cpu'):
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # the fused kernel (slow in CPU bf16)
-        else:
-            att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))                     # (B, nh, T, T)
-            if self.identity:
-                att = att + self.id_a.view(-1, 1, 1) * (x @ x.transpose(1, 2)).unsqueeze(1) / math.sqrt(C)
-            att = causal_softmax(att)  # (B, nh, T, T)
-            y = att.to(v.dtype) @ v  # (B, nh, T, hs)
-        y = self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
         if self.identity:
-            y = y + (self.id_b.view(-1, 1, 1) * att).sum(1).to(x.dtype) @ x                        # (B, T, C)
-        return y
+            y, z = self.attend(q, k, v, x, self.id_a, self.id_b)   # (B, nh, T, hs), (B, T, C)
+        elif q.dtype == torch.bfloat16 and q.device.type == 'cpu':   # the fused kernel is slow in CPU bf16
+            y, z = attend(q, k, v, x, None, None)
+        else:
+            y, z = F.scaled_dot_product_attention(q, k, v, is_causal=True), 0
+        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C)) + z
+
+
+def attend(q, k, v, x, a, b):
+    """Causal attention of every head with the identity terms (a, b: None without them): the scores
+    q k^T / sqrt(hs) + a_h x x^T / sqrt(C), their softmax att; returns att @ v and sum_h b_h att_h @ x.
+    Each scale is applied to the small tensor it multiplies, never to the (B, nh, T, T) scores: on a CPU
+    the passes over the scores are most of a step (compile_attention fuses them)."""
+    hs, C = q.size(-1), x.size(-1)
+    att = (q / math.sqrt(hs)) @ k.transpose(-2, -1)                                     # (B, nh, T, T)
+    if a is not None:
+        att = att + a.view(-1, 1, 1) * ((x / math.sqrt(C)) @ x.transpose(1, 2)).unsqueeze(1)
+    att = causal_softmax(att)                                                           # (B, nh, T, T)
+    y = att.to(v.dtype) @ v                                                             # (B, nh, T, hs)
+    return y, 0 if b is None else (b.view(-1, 1, 1) * att).sum(1).to(x.dtype) @ x       # (B, T, C)
+
+
+def compile_attention(model, log=print):
+    """--compile: every block's `attend` through torch.compile (the same function, its passes over the
+    scores fused into a few loops: about twice as fast on a CPU). Compiled here, forward and backward, on a
+    small batch, so that a machine where it cannot compile (no C++ compiler) says so in one line and trains
+    on, as written, at once. Evaluation (no gradient) keeps the written-out function: no second compile."""
+    fast = torch.compile(attend, dynamic=True)
+    cfg = model.cfg
+    B, T, C, nh = 2, 8, cfg.n_embd, cfg.n_head
+    try:
+        with torch.autocast(cfg.device, dtype=torch.bfloat16, enabled=cfg.precision == 'bf16'):
+            qkv = [torch.randn(B, nh, T, C // nh, device=cfg.device, requires_grad=True) for _ in range(3)]
+            x, a, b = torch.randn(B, T, C, device=cfg.device, requires_grad=True), *nn.Parameter(torch.ones(2, nh))
+            y, z = fast(*qkv, x, nn.Parameter(a), nn.Parameter(b))
+        (y.float().sum() + z.float().sum()).backward()
+    except Exception as e:   # no compiler, an unsupported device or version: run as written
+        log(f"note: torch.compile is not available here ({type(e).__name__}: "
+            f"{(str(e).strip().splitlines() or [''])[0][:120]}); training without it, about half as fast")
+        return False
+    training = lambda *args: (fast if torch.is_grad_enabled() else attend)(*args)
+    for block in model.transformer.h:
+        block.attn.attend = training
+    return True
 
 
 class CopyAttention(nn.Module):
@@ -376,6 +416,42 @@ def forgets_at(cfg, step):
 # optimisation: Muon and AdamW, warm-up, then a stable rate and a decay (or cosine decay)
 
 
+class Muon(torch.optim.Optimizer):
+    """Muon (Jordan et al. 2024) as torch.optim.Muon computes it (Nesterov momentum, the update
+    orthogonalised by five Newton-Schulz steps, scaled to AdamW's RMS, decoupled weight decay), with the
+    iteration run on all matrices of one shape at once and in float32: torch's runs one matrix at a time
+    in bfloat16, which a CPU without AVX512-BF16 emulates (110 ms a step of the demo, against 6)."""
+
+    def __init__(self, params, lr, weight_decay, momentum=0.95):
+        super().__init__(params, dict(lr=lr, weight_decay=weight_decay, momentum=momentum))
+
+    @staticmethod
+    def orthogonalise(g):
+        """(n, A, B) -> about U V^T of each matrix's SVD U S V^T: Newton-Schulz, torch.optim.Muon's quintic."""
+        x = g.mT if g.size(-2) > g.size(-1) else g
+        x = x / x.norm(dim=(-2, -1), keepdim=True).clamp(min=1e-7)
+        for _ in range(5):
+            a = x @ x.mT
+            x = torch.baddbmm(x, torch.baddbmm(a, a, a, beta=-4.7750, alpha=2.0315), x, beta=3.4445)
+        return x.mT if g.size(-2) > g.size(-1) else x
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            by_shape = {}
+            for p in group['params']:
+                if p.grad is not None:
+                    by_shape.setdefault(p.shape, []).append(p)
+            for shape, ps in by_shape.items():
+                bufs = [self.state[p].setdefault('momentum_buffer', torch.zeros_like(p)) for p in ps]
+                grads = [p.grad for p in ps]
+                torch._foreach_lerp_(bufs, grads, 1 - group['momentum'])
+                update = torch.stack(grads).lerp_(torch.stack(bufs), group['momentum'])   # Nesterov
+                update = self.orthogonalise(update.float()) * (0.2 * math.sqrt(max(shape)))  # AdamW's RMS
+                torch._foreach_mul_(ps, 1 - group['lr'] * group['weight_decay'])
+                torch._foreach_add_(ps, list(update.to(ps[0].dtype).unbind()), alpha=-group['lr'])
+
+
 class Optimizers:
     """AdamW and Muon stepped as one optimizer (the training loop and the resets see one object)."""
 
@@ -414,8 +490,8 @@ def make_optimizer(model, cfg):
                               weight_decay=cfg.weight_decay, fused=cfg.device in ('cpu', 'cuda'))
     if cfg.emb_lr != 1 and not cfg.freeze_emb:
         slow_name_rows(adamw, model, logic_data.Vocab(cfg.n_symbols).name_ids, cfg.emb_lr)
-    optimizer = adamw if not matrices else Optimizers(adamw, torch.optim.Muon(
-        matrices, lr=cfg.muon_lr, weight_decay=cfg.weight_decay, adjust_lr_fn='match_rms_adamw'))
+    optimizer = adamw if not matrices else Optimizers(
+        adamw, Muon(matrices, lr=cfg.muon_lr, weight_decay=cfg.weight_decay))
     for group in optimizer.param_groups:
         group['base_lr'] = group['lr']
     return optimizer
@@ -501,18 +577,24 @@ def held_out_sets(sets):
 # evaluation: exact match under greedy decoding, and the collapse metric
 
 
+def eval_chunk(cfg, T):
+    """Problems per forward pass in evaluation: as many as keep one tensor of attention scores for problems of
+    T tokens within EVAL_SCORES numbers (the peak memory of an evaluation is a few such tensors)."""
+    return max(1, EVAL_SCORES // (cfg.n_head * T * T))
+
+
 @torch.no_grad()
-def target_preds(model, x, y, chunk=EVAL_CHUNK):
+def target_preds(model, x, y, chunk=None):
     """(B, T): teacher-forced, the argmax given the correct prefix at each target position (-1 on the
-    prompt, which has no target: there it equals y); `chunk` problems at a time."""
-    pred = torch.full_like(y, -1)
+    prompt, which has no target: there it equals y); `chunk` (eval_chunk) problems at a time."""
+    pred, chunk = torch.full_like(y, -1), chunk or eval_chunk(model.cfg, x.size(1))
     for i in range(0, len(x), chunk):
         logits, _ = model(x[i:i + chunk], y[i:i + chunk])   # (N, V): at the N target positions only (fast)
         pred[i:i + chunk][y[i:i + chunk] != -1] = logits.argmax(-1)
     return pred
 
 
-def exact_match(model, x, y, chunk=EVAL_CHUNK):
+def exact_match(model, x, y, chunk=None):
     """Per problem: is the whole chain + answer + <eos> right under greedy decoding? Computed teacher-forced:
     greedy decoding reproduces the target iff at every target position the argmax given the *correct* prefix
     is the target token (induction over the positions). test_unseen.py checks this against `generate`."""
@@ -560,7 +642,7 @@ def mean_pairwise_cosine(w):
     collapse metric, here and in theory_demo.py."""
     u = F.normalize(torch.as_tensor(w).float(), dim=1)
     n = u.size(0)
-    return ((u @ u.T).sum().item() - n) / (n * (n - 1))
+    return (u.sum(0).square().sum().item() - n) / (n * (n - 1))    # sum_ij <u_i, u_j> = |sum_i u_i|^2
 
 
 @torch.no_grad()
@@ -600,13 +682,84 @@ def train_step(model, optimizer, x, y):
     return loss.item()
 
 
+def keep_freed_memory():
+    """glibc's malloc (Linux) hands each freed block above a threshold back to the system and takes it
+    again, page by page, at the next allocation: a step's attention scores (tens of MB) spent about a fifth
+    of it in page faults. Blocks up to 32 MB (glibc's most) stay in the heap, and the heap is not trimmed."""
+    try:
+        libc = ctypes.CDLL('libc.so.6')
+        libc.mallopt(-3, 32 << 20)           # M_MMAP_THRESHOLD
+        libc.mallopt(-1, 2 ** 31 - 1)        # M_TRIM_THRESHOLD
+    except (OSError, AttributeError):        # not glibc (macOS, Windows, musl): their allocators keep them
+        pass
+
+
+def step_flops(cfg, B, T, targets, vocab_size):
+    """FLOPs of the matrix products of one training step, forward and backward, as torch's FlopCounterMode
+    counts them (nanoGPT's estimate_mfu, for this model): a batch of B problems of T tokens with `targets`
+    target positions in all. Per layer, the linear maps 2 * 12 C^2 a token, the attention's four batched
+    products 4 T C a token (the identity terms as many again); the backward pass twice the forward; the
+    unembedding at the target positions; Muon's Newton-Schulz steps."""
+    C, L, V = cfg.n_embd, cfg.n_layer, vocab_size
+    layer = 24 * C * C * B * T + 4 * (1 + cfg.identity) * B * T * T * C
+    head = 2 * targets * C * V * (2 + (not cfg.freeze_emb))        # the gradient of a frozen matrix is skipped
+    shapes = [(C, 3 * C), (C, C), (C, 4 * C), (C, 4 * C)] if cfg.optimizer == 'muon' else []
+    muon = L * sum(5 * (4 * m * m * n + 2 * m ** 3) for m, n in shapes)   # 5 steps on each (m <= n) matrix
+    return 3 * L * layer + head + muon
+
+
+def matmul_rate(cfg, seconds=0.3):
+    """This machine's own rate (FLOP/s) for a matrix product of the model's shapes (the MLP's first: batch
+    128, 70 tokens, C -> 4C) in the run's precision: the honest peak on a CPU (bench, progress_line)."""
+    dtype = torch.bfloat16 if cfg.precision == 'bf16' else torch.float32
+    a = torch.randn(128 * 70, cfg.n_embd, dtype=dtype, device=cfg.device)
+    b = torch.randn(cfg.n_embd, 4 * cfg.n_embd, dtype=dtype, device=cfg.device)
+    n, t0 = 0, time.time()
+    while n < 3 or time.time() - t0 < seconds:
+        if n == 2:       # two warm-up products
+            t0 = time.time()
+        a @ b
+        n += 1
+        if cfg.device.startswith('cuda'):
+            torch.cuda.synchronize()
+    return 2 * a.size(0) * a.size(1) * b.size(1) * (n - 2) / (time.time() - t0)
+
+
+def stage_flops(cfg, vocab, n=64):
+    """FLOPs of a training step at each curriculum depth (1..max_depth), from n problems of that stage drawn
+    with their own seed: the run's clock counts the steps still to come at their size (train)."""
+    rng, V = random.Random(cfg.seed + 777), len(vocab)
+    flops = {}
+    for d in range(1, cfg.max_depth + 1):
+        gen = cfg.gen_config((d - 1) * cfg.curriculum)
+        seqs = [vocab.encode(logic_data.generate(rng, gen, vocab.train_names)) for _ in range(n)]
+        flops[d] = cfg.batch_size * sum(step_flops(cfg, 1, len(ids) - 1, len(ids) - k, V) for ids, k in seqs) / n
+    return flops
+
+
+def time_left(cfg, step, stages, seconds, flops, eval_seconds, evals):
+    """The run's clock at `step`: the steps to come at their curriculum stage's FLOPs (stage_flops), at the
+    pace of the `seconds` and `flops` trained so far; the evaluations to come (the last one's held-out shapes
+    as FINAL_EVALS more) at the pace of the `evals` done. Short problems come first: a clock that counted
+    steps alike said 14 minutes left where 36 were."""
+    to_come = sum(stages[cfg.depth_at(s)] for s in range(step, cfg.steps))
+    evals_to_come = len(range(step + cfg.eval_every, cfg.steps, cfg.eval_every)) + 1 + FINAL_EVALS[cfg.layout]
+    return ((seconds / flops * to_come if flops else 0.0)
+            + (eval_seconds / evals * evals_to_come if evals and step < cfg.steps else 0.0))
+
+
 def train(cfg, log=print, predictions=None):
     """Train one model; returns (model, vocab, history), a dict per evaluation (every cfg.eval_every steps and
     at the end: exact match on the test sets, the collapse metric, a log line; `predictions`: `evaluate`)."""
+    keep_freed_memory()
     vocab, model = logic_data.Vocab(cfg.n_symbols), make_model(cfg)
     optimizer = make_optimizer(model, cfg)
+    if cfg.compile and compile_attention(model, log):
+        log("the attention compiled (torch.compile; --no-compile: as written)")
     data, sets = batches(random.Random(cfg.seed), cfg, vocab), eval_sets(cfg, vocab)
-    history, losses, seconds, t0 = [], [], [], time.time()
+    history, losses, seconds, flops, t0 = [], [], [], [], time.time()
+    rate, stages, V = matmul_rate(cfg), stage_flops(cfg, vocab), len(vocab)
+    done = [0.0, 0.0, 0.0, 0]   # the clock: training seconds and their FLOPs; evaluation seconds, evaluations
     hold = hold_unused_rows(model, vocab) if cfg.freeze_unused else lambda: None
     for step in range(cfg.steps + 1):
         evaluating, before = step % cfg.eval_every == 0 or step == cfg.steps, {}
@@ -614,22 +767,28 @@ def train(cfg, log=print, predictions=None):
             before = before_reset(model, vocab, sets, cfg) if evaluating else {}   # (and the rows before it)
             forget_embeddings(model, optimizer, vocab.name_ids)
         if evaluating:
+            t = time.time()
             acc = evaluate(model, vocab, sets, cfg.device, predictions)
+            done[2:] = done[2] + time.time() - t, done[3] + 1
             loss = sum(losses) / len(losses) if losses else float('nan')      # step 0: nothing trained yet
             ms = 1000 * sum(seconds) / max(1, len(seconds))
             history.append(dict(step=step, loss=loss, **acc, **rows_stats(model, vocab), **before,
-                                ms_per_step=ms, elapsed=time.time() - t0))
+                                ms_per_step=ms, share=sum(flops) / max(1e-9, sum(seconds)) / rate,
+                                elapsed=time.time() - t0, left=time_left(cfg, step, stages, *done)))
             log(progress_line(history[-1], cfg.steps))
-            losses, seconds = [], []
+            losses, seconds, flops = [], [], []
         if step == cfg.steps:
             return model, vocab, history
         set_lr(optimizer, cfg, step)
         t = time.time()
-        losses.append(train_step(model, optimizer, *next(data)))
+        x, y = next(data)
+        losses.append(train_step(model, optimizer, x, y))
         hold()
         if not math.isfinite(losses[-1]):   # diverged: no checkpoint, no verdict on garbage
             raise FloatingPointError(f"the loss became {losses[-1]} at step {step + 1} (try a smaller --lr)")
         seconds.append(time.time() - t)
+        flops.append(step_flops(cfg, *x.shape, (y != -1).sum().item(), V))
+        done[:2] = done[0] + seconds[-1], done[1] + stages[cfg.depth_at(step)]
 
 # -----------------------------------------------------------------------------
 # the verdict, and main
@@ -694,7 +853,7 @@ def main(argv=None):
     plot(history, os.path.join(out, 'training.png'), f'{run_name(cfg)}, verdict on --unseen {args.unseen}')
     plot_rows(model, cfg, vocab, os.path.join(out, 'ckpt_rows.png'))
     print(verdict(cfg, history, args.unseen, shapes, predictions))
-    print(f"trained in {duration(wall)}")
+    print(f"trained in {duration(wall)}{peak_memory()}")
     mistakes(model, vocab, args.unseen, predictions)
     print(f"\nwrote {out}/ckpt.pt, {out}/training.png and {out}/ckpt_rows.png; try:\n"
           f"  python unseen.py --ckpt {out}/ckpt.pt --ask '{try_problem(cfg)}'")
@@ -759,12 +918,14 @@ def reset_note(cfg, step):
 
 def progress_line(h, steps):
     """The line a run prints at each evaluation, from its entry in the history."""
-    left = f"{h['elapsed'] / h['step'] * (steps - h['step']) / 60:4.1f} min left" if h['step'] else ''
+    left = '' if not h['step'] else h.get('left', h['elapsed'] / h['step'] * (steps - h['step']))  # (older runs)
+    left = f"{left / 60:4.1f} min left" if h['step'] else ''
     loss = f"{h['loss']:.4f}" if h['step'] else '   -  '     # step 0: nothing trained yet
-    ms = f"{h['ms_per_step']:5.1f}" if h['step'] else '    -'
+    ms = f"{h['ms_per_step']:5.1f} ms/step" if h['step'] else '    - ms/step'
+    ms += f", {h['share']:3.0%} of matmul peak" if h['step'] and 'share' in h else ''
     reset = (f" | just reset (before: all {h['all_before_reset']:.1%}, cos unseen "
              f"{cos_str(h['cos_before_reset'])})" if 'all_before_reset' in h else '')
-    return (f"step {h['step']:5d} | loss {loss} | {ms} ms/step | exact match "
+    return (f"step {h['step']:5d} | loss {loss} | {ms} | exact match "
             + ' '.join(f"{s} {acc_str(h, s)}" for s in logic_data.SCENARIOS) + " | "
             f"cos unseen {cos_str(h['cos_unseen']):>5} train {cos_str(h['cos_train']):>5}{reset} | {left}")
 
@@ -838,6 +999,16 @@ def attention_summary(cfg):
     """What the run's attention has, in words: 'identity terms on, copy attention off'."""
     return (f"identity terms {'on' if cfg.identity else 'off'}, "
             f"copy attention {cfg.copy_form + ' form' if cfg.copy_attn else 'off'}")
+
+
+def peak_memory():
+    """', peak memory 1.2 GB': the most this process held in RAM (where the system tells: not Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return ''
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss      # KB on Linux, bytes on macOS
+    return f", peak memory {peak / (1e9 if sys.platform == 'darwin' else 1e6):.1f} GB"
 
 
 def duration(seconds):
@@ -1916,59 +2087,65 @@ def finetune_contrast(model, vocab, cfg, max_steps, eval_every, workers, path):
 
 
 def timed_steps(cfg, steps, group=True, threads=None):
-    """(non-padding input tokens, seconds) of `steps` training steps (data, forward, backward, optimiser) of
-    a fresh model, after 5 warm-up steps (allocators and caches). `threads`: torch threads for it."""
+    """(non-padding input tokens, FLOPs, seconds) of `steps` training steps (data, forward, backward,
+    optimiser) of a fresh model, after 5 warm-up steps (allocators, caches, a compile). `threads`: torch's."""
     if threads:
         torch.set_num_threads(threads)
+    keep_freed_memory()
     vocab = logic_data.Vocab(cfg.n_symbols)
     model = make_model(cfg)
     optimizer = make_optimizer(model, cfg)
+    if cfg.compile:
+        compile_attention(model)
     data = batches(random.Random(cfg.seed), cfg, vocab, ahead=8 if group else 1)
-    tokens = 0
+    tokens = flops = 0
     for step in range(5 + steps):
         if step == 5:
-            tokens, t0 = 0, time.time()
+            tokens, flops, t0 = 0, 0, time.time()
         set_lr(optimizer, cfg, step)
         x, y = next(data)
         tokens += (x != vocab.pad).sum().item()
+        flops += step_flops(cfg, *x.shape, (y != -1).sum().item(), len(vocab))
         train_step(model, optimizer, x, y)
-    return tokens, time.time() - t0
+    return tokens, flops, time.time() - t0
 
 
-def bench(cfg, steps=150, rounds=2, log=print):
-    """Tokens per second of the training loop in float32 (length-grouped batches of the run's size, one
-    run on all cores: the reference row) and with each speed lever, on this machine.
-    The best of `rounds` timings counts (the others were disturbed by something else on the machine).
-    The last row is what --grid does: one run per core, one thread each, tokens/s of all together."""
-    n = os.cpu_count() or 1
-    b = cfg.batch_size
-    variants = [(f'float32, batch {b}, length-grouped (the reference)', dict(precision='fp32'),
-                 {}),
-                (f'float32, batch {b}, random batches (no length grouping)', dict(precision='fp32'),
-                 dict(group=False)),
-                (f'bfloat16 autocast, batch {b}', dict(precision='bf16'), {}),
-                (f'bfloat16 autocast, batch {2 * b}', dict(precision='bf16', batch_size=2 * b), {}),
-                (f'bfloat16 autocast, batch {b}, {n} runs side by side, 1 thread each',
-                 dict(precision='bf16'),
-                 dict(parallel=n))][:None if cfg.device == 'cpu' else -1]   # side by side: a CPU matter
-    best = [0.0] * len(variants)
+def bench(cfg, steps=40, rounds=2, log=print):
+    """The training loop at full problems (every depth, length-grouped batches of the run's size), as written
+    and with each speed lever: ms a step, tokens/s, GFLOP/s and the share of this machine's own matmul rate
+    at the model's shapes in that precision (matmul_rate, measured here), as nanoGPT's log line carries its
+    MFU. The best of `rounds` timings counts (the others were disturbed by something else on the machine).
+    The last row is what --grid does: one run per core, one thread each, all of them together."""
+    n, b = os.cpu_count() or 1, cfg.batch_size
+    variants = [('float32, as written', dict(precision='fp32', compile=False), {}),
+                ('float32, the attention compiled', dict(precision='fp32', compile=True), {}),
+                ('bfloat16 autocast, as written', dict(precision='bf16', compile=False), {}),
+                ('bfloat16 autocast, the attention compiled', dict(precision='bf16', compile=True), {}),
+                (f'{cfg.precision}, {n} runs side by side, 1 thread each', dict(), dict(parallel=n))]
+    variants = variants[:None if cfg.device == 'cpu' else -1]   # side by side: a CPU matter
+    best = [None] * len(variants)
     for r in range(rounds):
         for i, (name, over, kw) in enumerate(variants):
-            c = replace(cfg, curriculum=0, **over)   # every depth: tokens/s of the full problems
+            c = replace(cfg, curriculum=0, **over)   # every depth: the full problems
             if 'parallel' in kw:
-                jobs = [(replace(c, seed=k), steps) for k in range(n)]
+                jobs = [(replace(c, seed=k), steps, True, 1) for k in range(n)]
                 runs = [r for _, r in in_workers(timed_steps, jobs, n)]
-                speed = sum(t for t, _ in runs) / max(s for _, s in runs)
+                t = max(s for _, _, s in runs)
+                tokens, flops = sum(r[0] for r in runs), sum(r[1] for r in runs)
+                ms = 1000 * t / steps                         # a step of each, side by side
             else:
-                tokens, seconds = timed_steps(c, steps, kw.get('group', True))
-                speed = tokens / seconds
-            best[i] = max(best[i], speed)
-            log(f"round {r + 1}/{rounds}: {name:<66} {speed:9,.0f} tokens/s")
-    lines = [f"| training loop ({run_name(cfg)}, {cfg.n_symbols} symbols, {cfg.device}) | tokens/s "
-             "| vs float32 |",
-             '|---|---|---|']
-    lines += [f"| {name} | {speed:,.0f} | {speed / best[0]:.2f}x |"
-              for (name, _, _), speed in zip(variants, best)]
+                tokens, flops, t = timed_steps(c, steps)
+                ms = 1000 * t / steps
+            rate = matmul_rate(c)
+            row = (ms, tokens / t, flops / t / 1e9, flops / t / rate / (n if 'parallel' in kw else 1), rate / 1e9)
+            best[i] = row if best[i] is None or row[1] > best[i][1] else best[i]
+            log(f"round {r + 1}/{rounds}: {name:<45} {ms:6.0f} ms a step {tokens / t:9,.0f} tokens/s "
+                f"{row[2]:6.1f} GFLOP/s {row[3]:4.0%} of matmul peak")
+    lines = [f"| training loop ({run_name(cfg)}, {cfg.n_symbols} symbols, batch {b}, {cfg.device}) | ms a step "
+             "| tokens/s | GFLOP/s | matmul peak (GFLOP/s) | share of peak |",
+             '|---|---|---|---|---|---|']
+    lines += [f"| {name} | {ms:.0f} | {tok:,.0f} | {gf:.1f} | {peak:.0f} | {share:.0%} |"
+              for (name, _, _), (ms, tok, gf, share, peak) in zip(variants, best)]
     return '\n'.join(lines)
 
 # -----------------------------------------------------------------------------
@@ -2004,9 +2181,12 @@ def hardware(args):
 
 
 def config_from_args(args):
-    names = {f.name for f in fields(Config)}
-    return Config(**{**{k: v for k, v in vars(args).items() if k in names}, **hardware(args)},
-                  tie_emb=not args.untie_emb)
+    names = {f.name for f in fields(Config)} - {'compile'}
+    cfg = Config(**{**{k: v for k, v in vars(args).items() if k in names}, **hardware(args)},
+                 tie_emb=not args.untie_emb)
+    # --compile auto: where the compile (20-30 s on a CPU, less once cached) pays: 1000 steps or more
+    return replace(cfg, compile=args.compile == 'on' or (args.compile == 'auto' and cfg.steps >= 1000
+                                                         and cfg.device != 'mps'))
 
 
 def parse_args(argv=None):
@@ -2091,6 +2271,8 @@ def parse_args(argv=None):
     a('--device', default='auto', help='auto, cpu, cuda or mps')
     a('--precision', choices=('auto', 'fp32', 'bf16'), default='auto', help='bf16: matrix products in '
       'bfloat16 (autocast); auto: bf16 where the hardware is fast at it')
+    a('--compile', choices=('auto', 'on', 'off'), default='auto', help="the attention through torch.compile "
+      "(the same function, about twice as fast; a 20-30 s compile first); auto: in runs of 1000 steps or more")
     a('--out', default=None, help='output folder; %(default)s: runs/<time>_<switches>')
     a('--ask', metavar='TEXT', help="solve one problem, e.g. 'u1 . u1 -> u2 . ? u2', with --ckpt")
     a('--problems', metavar='FILE', help='with --ckpt: solve every problem in FILE (one per line: the text '
@@ -2238,7 +2420,7 @@ def config_error(c):
     if bad:
         return bad
     # the caps above hold one by one; these hold what they are for: the model's size, and the memory of one
-    # evaluation (a scenario's test problems, EVAL_CHUNK at a time: attention scores, logits)
+    # evaluation (a scenario's test problems, eval_chunk at a time: attention scores, logits)
     longest = Config.longest_problems(c)
     T, targets = longest.max_tokens(), longest.limits()['chain'] + 2     # per problem: chain, answer, <eos>
     V, C = len(logic_data.Vocab(c.n_symbols)), c.n_embd
@@ -2246,7 +2428,8 @@ def config_error(c):
     if params > 200e6:
         return (f"--n-layer {number('n_layer')} --n-embd {C}: {params / 1e6:.0f}M parameters, at most 200M "
                 '(this is a small-model demo)')
-    memory = min(number('eval_n'), EVAL_CHUNK) * (T * (heads * T + 4 * C) + targets * V) * 4
+    memory = min(number('eval_n'), max(1, EVAL_SCORES // (heads * T * T))) * (T * (heads * T + 4 * C)
+                                                                             + targets * V) * 4
     if memory > 8e9:
         return (f'--eval-n {number("eval_n")} with problems of up to {T} tokens: one evaluation would hold '
                 f'{memory / 1e9:.0f} GB; use a smaller --eval-n')

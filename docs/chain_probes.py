@@ -193,10 +193,10 @@ def prefix_train_step(model, optimizer, x, y):
 
 
 @torch.no_grad()
-def prefix_target_preds(model, x, y, chunk=unseen.EVAL_CHUNK):
+def prefix_target_preds(model, x, y):
     """unseen.target_preds, one forward pass per target position (cut there)."""
     global cut
-    pred = torch.full_like(y, -1)
+    pred, chunk = torch.full_like(y, -1), unseen.eval_chunk(model.cfg, x.size(1))
     for i in range(0, len(x), chunk):
         xs, ys = x[i:i + chunk], y[i:i + chunk]
         for n in range(int((ys != -1).sum(1).max())):
