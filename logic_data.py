@@ -191,6 +191,24 @@ def to_text(p):
 UNSEEN_NOTE = re.compile(r'\s+\(unseen:[^()]*\)\s*$')
 
 
+NAME = re.compile(r'\w+')            # a name: letters, digits and '_' (any alphabet), nothing else
+ARROW = re.compile(r'->|[-=<>\u2190-\u21ff\u27f5-\u27ff]')   # '->' or a piece of another arrow (=>, -->, →)
+
+
+def name_error(name):
+    """Refuse a name that holds anything but letters, digits and '_', in one line that shows the fix: a
+    connective or an arrow typed inside a name would otherwise make one new name of 'a,b' or 'rain→snow'."""
+    if NAME.fullmatch(name):
+        return
+    c = next(ch for ch in name if not NAME.fullmatch(ch))
+    if not name.isprintable():      # an escape code, an invisible space: shown as its code
+        raise ValueError(f"the name {ascii(name)} holds characters that do not print")
+    fix = ("a rule's arrow is '->' between its premises and its head: 'a b -> c'" if ARROW.match(c) else
+           "premises are separated by spaces: 'a b -> c'" if c in ',;+&|' or c.isspace() else
+           "a name holds only letters, digits and '_'")
+    raise ValueError(f"'{name}' is not a name: it holds '{c}' ({fix})")
+
+
 def parse(text):
     """Text form -> Problem, labelled by the solver. The part after ':' is optional; if given, it must
     be the solver's chain and answer. Raises ValueError with a one-line reason on malformed text."""
@@ -220,9 +238,12 @@ def parse(text):
             facts.append(toks[0])
         else:
             raise ValueError(f"statement '{s.strip()}' is neither a fact ('a .') nor a rule ('a b -> c .')")
+    if ARROW.search(query[0]):
+        raise ValueError(f"the query '{query[0]}' holds an arrow: a query is one name, as in '? c'")
     for tok in sum([ps + [h] for ps, h in rules], facts + query):
         if tok in SPECIALS:
             raise ValueError(f"'{tok}' is a special token, not a variable name")
+        name_error(tok)
     chain, answer = forward_chain(facts, rules, query[0])
     p = Problem(facts, rules, query[0], chain, answer)
     if solution.strip() and solution.split() != problem_tokens(p)[1]:

@@ -1569,14 +1569,14 @@ def test_the_class_path_quotes_what_the_shipped_checkpoints_print():
 
 def test_the_readmes_code_map_points_at_the_functions_it_names():
     """Each line range of the README's code map holds the definitions it names, the ranges follow one
-    another in order, and the last ends with the file; the paper's path (at most ~700 lines) ends with
+    another in order, and the last ends with the file; the paper's path (at most ~900 lines) ends with
     main(), and the divider after it is where the map says."""
     text = open('README.md').read()
     block = text[text.index('<!-- code map -->'):text.index('\n`logic_data.py` is the problem format')]
     src = open('unseen.py').read().splitlines()
     path_end = int(re.search(r'Lines 1-(\d+) are the paper\'s argument', block).group(1))
     divider = int(re.search(r'After the divider at line (\d+),', block).group(1))
-    assert src[divider - 1].startswith('# ====') and path_end <= 700
+    assert src[divider - 1].startswith('# ====') and path_end <= 900
     assert [line for line in src[:divider - 1] if line.startswith('def ')][-1] == 'def main(argv=None):'
     assert src[path_end - 1].strip() and not any(line.strip() for line in src[path_end:divider - 1])
     defined = {}
@@ -1847,12 +1847,17 @@ def test_a_finished_run_is_never_lost_nor_replaced(tmp_path, monkeypatch):
         open(f, 'wb').write(b'PK half a checkpoint')
         raise RuntimeError('[enforce fail at inline_container.cc:672] . unexpected pos 12672 vs 12566')
     monkeypatch.setattr(U.torch, 'save', failing)
+    spare = tmp_path.parent / (tmp_path.name + '-spare')          # where the fallback save goes (and fails)
+    spare.mkdir()
+    monkeypatch.setattr(U.tempfile, 'gettempdir', lambda: str(spare))
     with pytest.raises(SystemExit) as e:
         U.save_checkpoint(tmp_path / 'ckpt.pt', model, TINY, [])
-    assert str(e.value) == (f'error: cannot write {tmp_path}/ckpt.pt ([enforce fail at '
-                            'inline_container.cc:672] . unexpected pos 12672 vs 12566); nothing was left '
-                            'half-written')
-    assert list(tmp_path.iterdir()) == []
+    assert str(e.value).startswith(f'error: cannot write {tmp_path}/ckpt.pt ([enforce fail at '
+                                   'inline_container.cc:672] . unexpected pos 12672 vs 12566) nor '
+                                   f'{spare}/unseen-')
+    assert str(e.value).endswith('-ckpt.pt ([enforce fail at inline_container.cc:672] . unexpected pos 12672 '
+                                 'vs 12566): the trained model is lost')
+    assert list(tmp_path.iterdir()) == [] and list(spare.iterdir()) == []
     (tmp_path / 'ckpt.pt').write_bytes(b'the finished run')
     with pytest.raises(SystemExit):
         U.save_checkpoint(tmp_path / 'ckpt.pt', model, TINY, [])
@@ -2162,23 +2167,32 @@ def test_a_grid_of_one_seed_takes_a_second_with_resume(tmp_path, tiny_grid, caps
 
 
 def test_grid_rows_trains_only_the_named_rows_and_their_table(tmp_path, tiny_grid, capsys):
-    """--rows forget: the resetting rows alone, both seeds, their table and curves, no fine-tuning (the
-    standard model is not among them, and the last line names no finetune.png); a text no row holds is
+    """--rows forget: the resetting rows alone, both seeds, their table and curves in files of their own
+    (grid-rows.md: a full grid's grid.md is never replaced), no fine-tuning (the standard model is not among
+    them); the resume line blames --rows for the rows it leaves aside; a text no row holds, or none, is
     refused in one line."""
+    (tmp_path / 'grid.md').write_text('the full table\n')
     U.main(['--grid', '--rows', 'forget', '--out', str(tmp_path), '--precision', 'fp32'])
     last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert 'wrote' in last and 'grid.md' in last and 'finetune.png' not in last
+    assert 'wrote' in last and 'grid-rows.md' in last and 'finetune' not in last
+    assert (tmp_path / 'grid.md').read_text() == 'the full table\n' and not (tmp_path / 'grid.json').exists()
     runs = [json.loads(line) for line in (tmp_path / 'grid_runs.jsonl').read_text().splitlines()]
     labels = [label for label, _ in U.grid_rows(U.Config(**tiny_grid)) if 'forget' in label]
     assert len(labels) == 4 and sorted((r['row'], r['seed']) for r in runs) == sorted(
         (label, seed) for label in labels for seed in (0, 1))
     assert all('all_before_reset' in r for r in runs if 'until' not in r['row'])   # both moments kept
-    table = (tmp_path / 'grid.md').read_text()
+    table = (tmp_path / 'grid-rows.md').read_text()
     assert '| standard |' not in table and '| forget-every 100 + emb-lr 0.1 |' in table
-    assert 'no fine-tuning contrast' in table and not (tmp_path / 'finetune.png').exists()
+    assert 'no fine-tuning contrast' in table and not list(tmp_path.glob('finetune*.png'))
+    assert (tmp_path / 'grid-rows.png').exists() and (tmp_path / 'grid-rows.json').exists()
+    U.main(['--grid', '--rows', 'until', '--resume', str(tmp_path), '--precision', 'fp32'])   # two of the four
+    said = capsys.readouterr().out
+    assert 'rows that --rows leaves out' in said and 'another --seeds' not in said
     r = run('unseen.py', '--grid', '--rows', 'nothing like it')
     assert r.returncode == 2
     assert "--rows 'nothing like it': no row of the grid has that in its name" in r.stderr
+    r = run('unseen.py', '--grid', '--rows', '')
+    assert r.returncode == 2 and "--rows '': give the text" in r.stderr
 
 
 def test_grid_on_the_one_layout_with_layout_template(tmp_path, monkeypatch):
@@ -2192,6 +2206,92 @@ def test_grid_on_the_one_layout_with_layout_template(tmp_path, monkeypatch):
                 r['config']['n_layer']) == ('template', 'adamw', template['batch_size'], U.GRID['n_layer'])
                for r in data['results'])
     assert 'the one layout, depth 1-2' in (tmp_path / 'grid.md').read_text()
+
+
+@pytest.mark.parametrize('text, says', [
+    ('a . b . a,b->c . ? c', "'a,b' is not a name: it holds ',' (premises are separated by spaces: 'a b -> c')"),
+    ('a . b . a, b -> c . ? c', "'a,' is not a name: it holds ','"),
+    ('a . b . a+b->c . ? c', "'a+b' is not a name: it holds '+'"),
+    ('a . b . a&b -> c . ? c', "'a&b' is not a name: it holds '&'"),
+    ('rain . rain\u2192snow . ? snow', "'rain\u2192snow' is not a name: it holds '\u2192' (a rule's arrow is '->'"),
+    ('rain . rain-->snow . ? snow', "'rain-' is not a name: it holds '-' (a rule's arrow is '->'"),
+    ('rain . rain --> snow . ? snow', "'-' is not a name"),
+    ('rain . ? rain->snow', "the query 'rain->snow' holds an arrow"),
+    ('rain . rain => snow . ? snow', "neither a fact"),
+])
+def test_a_name_holding_a_connective_or_an_arrow_is_refused_everywhere_text_is_read(text, says, tmp_path, trained):
+    """A connective or an arrow typed inside a name never becomes part of a new name (a silent wrong answer):
+    refused in one line that shows the fix, by the parser, --ask and --problems alike."""
+    with pytest.raises(ValueError) as e:
+        L.parse(text)
+    assert says in str(e.value)
+    _, _, _, path = trained
+    r = run('unseen.py', '--ckpt', str(path), '--ask', text)
+    assert r.returncode != 0 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1 and not r.stdout.strip()
+    f = tmp_path / 'p.txt'
+    f.write_text('a . a -> b . ? b\n' + text + '\n')
+    r = run('unseen.py', '--ckpt', str(path), '--problems', str(f))
+    assert r.returncode != 0 and says in r.stderr and 'line 2' in r.stderr and 'solved' not in r.stdout
+    assert L.parse('rain . rain->snow . ? snow') == L.parse('rain . rain -> snow . ? snow')   # glued '->': a rule
+    assert L.parse('r\u00e9gen . r\u00e9gen -> n2_b . ? n2_b').answer            # any alphabet, digits, '_'
+
+
+def test_a_checkpoint_that_cannot_be_written_is_saved_elsewhere_and_the_line_says_so_whole(tmp_path, monkeypatch):
+    """A folder turned read-only (or a full disk) after training: the line gives the system's reason whole,
+    and the trained model goes to the temporary folder, named in the line; if that fails too, it says the
+    model is lost."""
+    real_save, spare = torch.save, tmp_path / 'spare'
+    spare.mkdir()
+    monkeypatch.setattr(U.tempfile, 'gettempdir', lambda: str(spare))
+    readonly = lambda *a, **k: (_ for _ in ()).throw(RuntimeError(
+        '[enforce fail at inline_container.cc:624] . open file failed with strerror: Read-only file system'))
+
+    def save(obj, f):
+        (readonly if str(tmp_path / 'run') in str(f) else real_save)(obj, f)
+    monkeypatch.setattr(U.torch, 'save', save)
+    model = U.make_model(TINY)
+    (tmp_path / 'run').mkdir()
+    with pytest.raises(SystemExit) as e:
+        U.save_checkpoint(str(tmp_path / 'run' / 'ckpt.pt'), model, TINY, [])
+    kept = list(spare.glob('unseen-*-ckpt.pt'))
+    assert len(kept) == 1 and str(e.value) == (f"error: cannot write {tmp_path / 'run' / 'ckpt.pt'} (Read-only "
+                                               f"file system); the trained model is saved instead in {kept[0]}")
+    assert torch.equal(U.load_checkpoint(str(kept[0]))[0].lm_head.weight, model.lm_head.weight)
+    monkeypatch.setattr(U.torch, 'save', readonly)
+    with pytest.raises(SystemExit) as e:
+        U.save_checkpoint(str(tmp_path / 'run' / 'ckpt.pt'), model, TINY, [])
+    assert str(e.value).endswith('(Read-only file system): the trained model is lost')
+    assert not list((tmp_path / 'run').iterdir())
+
+
+def test_a_stored_configs_numbers_are_checked_by_type_and_forgetting_must_reset_once():
+    for field, value, says in (('max_side', 2.5, "--max-side 2.5: must be a whole number"),
+                               ('max_side', None, "--max-side None: must be a whole number"),
+                               ('steps', '10', "--steps '10': must be a whole number"),
+                               ('lr', 'x', "--lr 'x': must be a number"),
+                               ('max_depth', True, "--max-depth True: must be a whole number")):
+        c = U.Config()
+        setattr(c, field, value)
+        assert U.config_error(c) == says
+    assert 'comes before the first reset' in U.config_error(replace(U.Config(), forget_every=10, forget_until=5))
+    assert U.config_error(replace(U.Config(), forget_every=10, forget_until=10)) is None
+    r = run('unseen.py', '--forget-every', '10', '--forget-until', '5')
+    assert r.returncode != 0 and 'comes before the first reset (step 10)' in r.stderr
+
+
+@pytest.mark.parametrize('args, says', [
+    (['--reset-start', '5'], '--reset-start go with --between-resets'),
+    (['--finetune', 'x', '--reset-steps', '300'], '--reset-steps go with --between-resets'),
+    (['--between-resets', '--checkpoint', 'x'], '--between-resets and --checkpoint: one at a time'),
+    (['--between-resets', '--reset-steps', '0'], 'the steps at least one interval between resets (100)'),
+    (['--between-resets', '--reset-start', '-5'], 'the start must be >= 0'),
+    (['--between-resets', '--reset-start', '1000000000'], "at most the grid's schedule (3000 steps)"),
+])
+def test_theory_demo_between_resets_measures_every_figure_it_prints(args, says, tmp_path):
+    """--reset-start / --reset-steps are checked (a phase never recorded would print a mean of nothing),
+    and flags that do not go together are refused, as unseen.py refuses them."""
+    r = run('theory_demo.py', *args, '--out', str(tmp_path / 'out'))
+    assert r.returncode == 2 and says in r.stderr and not (tmp_path / 'out').exists()
 
 
 def test_bench_times_every_lever_and_reports_its_share_of_the_machines_matmul_rate(monkeypatch):
@@ -2247,16 +2347,21 @@ def test_matmul_rate_and_the_log_lines_share_of_it():
 
 def test_the_clock_counts_the_steps_to_come_at_their_size():
     """The time left: steps of a deeper curriculum stage cost more (their problems are longer), and the
-    estimate weighs the steps to come by their stage, not by the pace of the short problems so far."""
-    cfg = replace(TINY, max_depth=3, curriculum=20, steps=60, eval_every=20, max_side=0)
-    stages = U.stage_flops(cfg, L.Vocab(cfg.n_symbols))
-    assert stages[1] < stages[2] < stages[3]
+    estimate weighs the steps to come by their stage's cost, at the pace the run has kept so far."""
+    cfg = replace(TINY, max_depth=4, curriculum=20, steps=80, eval_every=20, max_side=0, batch_size=64)
+    vocab = L.Vocab(cfg.n_symbols)
+    model = U.make_model(cfg)
+    before = torch.get_rng_state()
+    stages = U.stage_seconds(cfg, model, vocab)
+    assert torch.equal(torch.get_rng_state(), before)          # the run draws what it would without the clock
+    assert stages[1] < stages[4]
     stages = {1: 1.0, 2: 2.0, 3: 4.0}
-    # at step 20: 20 steps of stage 1 (20 FLOPs) took 10 s; 20 steps of 2 and 20 of 4 (120 FLOPs) to come, at
-    # 0.5 s a FLOP; evaluations at 1 s each: steps 40 and 60, and the held-out shapes' (3 for the layout)
+    cfg = replace(cfg, max_depth=3, steps=60)
+    # at step 20: 20 steps of stage 1 foretold 20 s and took 10; 20 steps of 2 and 20 of 4 (120 s foretold) to
+    # come, at half that pace; evaluations at 1 s each: steps 40 and 60, and the held-out shapes' (3)
     assert U.time_left(cfg, 20, stages, 10.0, 20.0, 2.0, 2) == pytest.approx(60 + 5)
     assert U.time_left(cfg, 60, stages, 30.0, 140.0, 4.0, 4) == 0
-    assert U.time_left(cfg, 0, stages, 0.0, 0.0, 1.0, 1) == pytest.approx(6)   # step 0: nothing trained yet
+    assert U.time_left(cfg, 0, stages, 0.0, 0.0, 1.0, 1) == pytest.approx(140 + 6)   # step 0: as foretold
     _, _, history = U.train(cfg, log=lambda s: None)
     assert history[-1]['left'] == 0 and all(h['left'] > 0 for h in history[1:-1])
 

@@ -1013,9 +1013,9 @@ def reset_curves(cfg, start, steps, log=print):
         train_steps(model, opt, data, cfg, vocab, range(start, start + steps + 1), cos)
         k = cfg.forget_every
         at = lambda phase: [c for i, c in enumerate(cos) if (start + i) % k == phase]
-        mean = lambda xs: sum(xs) / max(1, len(xs))
-        log(f"  {name:<62} unseen-row cosine 10 steps after a reset {mean(at(10)):.2f}, just before the "
-            f"next {mean(at(k - 1)):.2f}")
+        mean = lambda xs: f"{sum(xs) / len(xs):.2f}" if xs else 'not recorded'   # never a mean of nothing
+        log(f"  {name:<62} unseen-row cosine 10 steps after a reset {mean(at(10))}, just before the "
+            f"next {mean(at(k - 1))}")
     return curves
 
 
@@ -1100,8 +1100,10 @@ def main(argv=None):
                    help="--finetune: the problems' layout (logic_data.py)")
     p.add_argument('--between-resets', action='store_true', help="Part 4: the unseen rows' cosine at every "
                    "step between resets of the names' rows, AdamW against a tenth of its rate and SGD")
-    p.add_argument('--reset-start', type=int, default=1000, help='--between-resets: the steps trained first')
-    p.add_argument('--reset-steps', type=int, default=300, help='--between-resets: the steps recorded')
+    p.add_argument('--reset-start', type=int, default=None, help='--between-resets: the steps trained first '
+                   '(default 1000)')
+    p.add_argument('--reset-steps', type=int, default=None, help='--between-resets: the steps recorded, at '
+                   f'least one interval between resets ({unseen.GRID_FORGET_EVERY}; default 300)')
     p.add_argument('--out', default='runs/theory', help='where the plot (and the token lists) go')
     args = p.parse_args(argv)
     if args.quick:
@@ -1141,6 +1143,19 @@ def main(argv=None):
         p.error('--max-depth must be 1 to 6')
     if args.checkpoint and args.finetune:
         p.error('--checkpoint and --finetune: one at a time')
+    resets = [f for f, v in (('--reset-start', args.reset_start), ('--reset-steps', args.reset_steps))
+              if v is not None]
+    if args.between_resets and (args.checkpoint or args.finetune):
+        p.error(f"--between-resets and {'--checkpoint' if args.checkpoint else '--finetune'}: one at a time")
+    if resets and not args.between_resets:
+        p.error(f"{' and '.join(resets)} go with --between-resets")
+    args.reset_start = 1000 if args.reset_start is None else args.reset_start
+    args.reset_steps = 300 if args.reset_steps is None else args.reset_steps
+    most, k = unseen.GRID['steps'], unseen.GRID_FORGET_EVERY
+    if args.reset_start < 0 or args.reset_steps < k or args.reset_start + args.reset_steps > most:
+        p.error(f'--reset-start {args.reset_start} --reset-steps {args.reset_steps}: the start must be >= 0, the '
+                f'steps at least one interval between resets ({k}), and both together at most the grid\'s '
+                f'schedule ({most} steps)')
     unseen.writable(args.out)              # found now, not after the work: a folder we cannot write to
     if args.checkpoint or args.finetune:
         try:

@@ -32,6 +32,7 @@ import pickle
 import random
 import signal
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, asdict, fields, replace
 
@@ -233,7 +234,8 @@ def compile_attention(model, log=print):
     cfg = model.cfg
     B, T, C, nh = 2, 8, cfg.n_embd, cfg.n_head
     try:
-        with torch.autocast(cfg.device, dtype=torch.bfloat16, enabled=cfg.precision == 'bf16'):
+        with torch.random.fork_rng(devices=[]), \
+                torch.autocast(cfg.device, dtype=torch.bfloat16, enabled=cfg.precision == 'bf16'):
             qkv = [torch.randn(B, nh, T, C // nh, device=cfg.device, requires_grad=True) for _ in range(3)]
             x, a, b = torch.randn(B, T, C, device=cfg.device, requires_grad=True), *nn.Parameter(torch.ones(2, nh))
             y, z = fast(*qkv, x, nn.Parameter(a), nn.Parameter(b))
@@ -712,8 +714,8 @@ def matmul_rate(cfg, seconds=0.3):
     """This machine's own rate (FLOP/s) for a matrix product of the model's shapes (the MLP's first: batch
     128, 70 tokens, C -> 4C) in the run's precision: the honest peak on a CPU (bench, progress_line)."""
     dtype = torch.bfloat16 if cfg.precision == 'bf16' else torch.float32
-    a = torch.randn(128 * 70, cfg.n_embd, dtype=dtype, device=cfg.device)
-    b = torch.randn(cfg.n_embd, 4 * cfg.n_embd, dtype=dtype, device=cfg.device)
+    a = torch.ones(128 * 70, cfg.n_embd, dtype=dtype, device=cfg.device)     # (no draw from the run's RNG)
+    b = torch.ones(cfg.n_embd, 4 * cfg.n_embd, dtype=dtype, device=cfg.device) / cfg.n_embd
     n, t0 = 0, time.time()
     while n < 3 or time.time() - t0 < seconds:
         if n == 2:       # two warm-up products
@@ -725,26 +727,35 @@ def matmul_rate(cfg, seconds=0.3):
     return 2 * a.size(0) * a.size(1) * b.size(1) * (n - 2) / (time.time() - t0)
 
 
-def stage_flops(cfg, vocab, n=64):
-    """FLOPs of a training step at each curriculum depth (1..max_depth), from n problems of that stage drawn
-    with their own seed: the run's clock counts the steps still to come at their size (train)."""
-    rng, V = random.Random(cfg.seed + 777), len(vocab)
-    flops = {}
-    for d in range(1, cfg.max_depth + 1):
-        gen = cfg.gen_config((d - 1) * cfg.curriculum)
-        seqs = [vocab.encode(logic_data.generate(rng, gen, vocab.train_names)) for _ in range(n)]
-        flops[d] = cfg.batch_size * sum(step_flops(cfg, 1, len(ids) - 1, len(ids) - k, V) for ids, k in seqs) / n
-    return flops
+def stage_seconds(cfg, model, vocab, groups=3):
+    """Seconds a training step takes at each curriculum depth (1..max_depth), timed here on a copy of the
+    model: `groups` steps on batches drawn as training draws them at that stage (grouped by length), after
+    one to warm up. The run's clock counts the steps still to come at their stage's cost (time_left)."""
+    probe = copy.deepcopy(model)
+    optimizer, rng, cost = make_optimizer(probe, cfg), random.Random(cfg.seed + 777), {}
+    with torch.random.fork_rng(devices=[]):     # the run draws what it would draw without this
+        for d in range(1, cfg.max_depth + 1):
+            gen = cfg.gen_config((d - 1) * cfg.curriculum)
+            seqs = sorted((vocab.encode(logic_data.generate(rng, gen, vocab.train_names))
+                           for _ in range(groups * cfg.batch_size)), key=lambda s: len(s[0]))
+            batches = [pad_batch(seqs[i * cfg.batch_size:(i + 1) * cfg.batch_size], vocab.pad, cfg.device)
+                       for i in range(groups)]
+            train_step(probe, optimizer, *batches[-1])          # to warm up: the depth's shapes, a compile
+            t = time.time()
+            for x, y in batches:
+                train_step(probe, optimizer, x, y)
+            cost[d] = (time.time() - t) / groups
+    return cost
 
 
-def time_left(cfg, step, stages, seconds, flops, eval_seconds, evals):
-    """The run's clock at `step`: the steps to come at their curriculum stage's FLOPs (stage_flops), at the
-    pace of the `seconds` and `flops` trained so far; the evaluations to come (the last one's held-out shapes
-    as FINAL_EVALS more) at the pace of the `evals` done. Short problems come first: a clock that counted
-    steps alike said 14 minutes left where 36 were."""
+def time_left(cfg, step, stages, seconds, timed, eval_seconds, evals):
+    """The run's clock at `step`: the steps to come at their curriculum stage's cost (stage_seconds), scaled
+    by how the `seconds` trained so far compare with what the stages said they would take (`timed`); the
+    evaluations to come (the last one's held-out shapes as FINAL_EVALS more) at the pace of the `evals` done.
+    Short problems come first: a clock that counted steps alike said 14 minutes left where 36 were."""
     to_come = sum(stages[cfg.depth_at(s)] for s in range(step, cfg.steps))
     evals_to_come = len(range(step + cfg.eval_every, cfg.steps, cfg.eval_every)) + 1 + FINAL_EVALS[cfg.layout]
-    return ((seconds / flops * to_come if flops else 0.0)
+    return (to_come * (seconds / timed if timed else 1.0)
             + (eval_seconds / evals * evals_to_come if evals and step < cfg.steps else 0.0))
 
 
@@ -755,11 +766,11 @@ def train(cfg, log=print, predictions=None):
     vocab, model = logic_data.Vocab(cfg.n_symbols), make_model(cfg)
     optimizer = make_optimizer(model, cfg)
     if cfg.compile and compile_attention(model, log):
-        log("the attention compiled (torch.compile; --no-compile: as written)")
+        log("the attention compiled (torch.compile; --compile off: as written)")
     data, sets = batches(random.Random(cfg.seed), cfg, vocab), eval_sets(cfg, vocab)
     history, losses, seconds, flops, t0 = [], [], [], [], time.time()
-    rate, stages, V = matmul_rate(cfg), stage_flops(cfg, vocab), len(vocab)
-    done = [0.0, 0.0, 0.0, 0]   # the clock: training seconds and their FLOPs; evaluation seconds, evaluations
+    rate, stages, V = matmul_rate(cfg), stage_seconds(cfg, model, vocab), len(vocab)
+    done = [0.0, 0.0, 0.0, 0]   # the clock: seconds trained, what stages foretold; seconds evaluating, evaluations
     hold = hold_unused_rows(model, vocab) if cfg.freeze_unused else lambda: None
     for step in range(cfg.steps + 1):
         evaluating, before = step % cfg.eval_every == 0 or step == cfg.steps, {}
@@ -1237,10 +1248,23 @@ def plot_rows(model, cfg, vocab, path):
 
 
 def save_checkpoint(path, model, cfg, history, shapes=None):
+    """The trained model, whole or not at all. Where `path` cannot be written (a folder turned read-only, a
+    full disk), it goes to the system's temporary folder instead, and the run stops with one line that says
+    why (as the system says it) and where the model is; or, where that fails too, that it is lost."""
     weights = model.state_dict()
-    with whole(path) as part:
-        torch.save({'model': weights, 'config': asdict(cfg), 'history': history, 'shapes': shapes,
-                    'digest': digest(weights)}, part)
+    state = {'model': weights, 'config': asdict(cfg), 'history': history, 'shapes': shapes,
+             'digest': digest(weights)}
+    try:
+        with whole(path, exit=False) as part:
+            torch.save(state, part)
+    except WriteError as e:
+        spare = os.path.join(tempfile.gettempdir(), f"unseen-{time.strftime('%Y%m%d-%H%M%S')}-ckpt.pt")
+        try:
+            with whole(spare, exit=False) as part:
+                torch.save(state, part)
+        except WriteError as e2:
+            sys.exit(f"error: cannot write {path} ({e}) nor {spare} ({e2}): the trained model is lost")
+        sys.exit(f"error: cannot write {path} ({e}); the trained model is saved instead in {spare}")
 
 
 def digest(weights):
@@ -1258,19 +1282,29 @@ def savefig(fig, path):
         fig.savefig(part, dpi=100, format='png')
 
 
+class WriteError(Exception):
+    """A file that could not be written, with the reason as the system gives it."""
+
+
 @contextlib.contextmanager
-def whole(path):
+def whole(path, exit=True):
     """Write `path` whole or not at all: the body writes to `path`.part, renamed into place once it is
     complete; if writing fails (a full disk), the part is removed and the run stops with one line naming
-    the file, so nothing that looks like a finished file is left half-written."""
+    the file and the system's reason (exit=False: WriteError), so nothing that looks like a finished file
+    is left half-written."""
     part = f'{path}.part'
     try:
         yield part
         os.replace(part, path)
-    except (OSError, RuntimeError) as e:      # (torch.save reports a full disk as a RuntimeError)
+    except (OSError, RuntimeError) as e:      # (torch.save reports a failed write as a RuntimeError)
         if isinstance(e, RuntimeError) and 'inline_container' not in str(e):
             raise                             # not a failed write: a bug to see whole
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0][:80]
+        # torch's "[enforce fail at inline_container.cc:...] . open file failed with strerror: Read-only file
+        # system": the system's words are after 'strerror: '
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else \
+            str(e).splitlines()[0].split('strerror: ')[-1].strip()
+        if not exit:
+            raise WriteError(reason) from None
         sys.exit(f"error: cannot write {path} ({reason}); nothing was left half-written")
     finally:
         if os.path.exists(part):
@@ -1814,7 +1848,7 @@ def run_files(folder):
             if os.path.isfile(os.path.join(folder, n))]
 
 
-def saved_runs(paths, wanted):
+def saved_runs(paths, wanted, left_out=()):
     """--resume: the finished runs in the files `paths` that belong to this grid (`wanted`: {(row, seed):
     config}; a run written again later wins), {why: how many} of the lines left aside, and the settings in
     which runs of this grid's rows and seeds differ from it ({key: (theirs, this grid's)}: the caller
@@ -1831,6 +1865,8 @@ def saved_runs(paths, wanted):
         key = r and (r['row'], r['seed'])
         if r is None:
             why = 'damaged lines (half-written by a crash, or edited) left aside'
+        elif key not in wanted and r['row'] in left_out:
+            why = 'runs of rows that --rows leaves out, left in the file'
         elif key not in wanted:
             why = 'runs of rows or seeds not in this grid (another --seeds), left in the file'
         elif r['config'] != wanted[key]:
@@ -1875,13 +1911,15 @@ def grid_command(args, resume, shard=True):
     return ' '.join(['python unseen.py --grid', *[flag for flag, on in given if on], f'--resume {resume}'])
 
 
-def run_grid(base, seeds, out, workers, log=print, shard=None, flag='--resume', quick=False, only=None):
+def run_grid(base, seeds, out, workers, log=print, shard=None, flag='--resume', quick=False, only=None,
+             tag=''):
     """Train every row with every seed, `workers` runs at a time. Returns (results in row order, the
     markdown table, the seed-0 standard model: the fine-tuning contrast starts from it). Each finished
     run is appended to out/grid_runs.jsonl at once (the standard model's weights to out/pretrained.pt),
     and runs already there with the same configuration are not trained again: --resume. With `shard`
     (I, N): only every N-th run from the I-th, into a file of its own; returns (its results, None, None).
-    With `only` (--rows): those rows alone, and no standard model unless it is one of them (None)."""
+    With `only` (--rows): those rows alone, and no standard model unless it is one of them (None); `tag`:
+    the pictures' names end with it (grid-rows.png: a selection never replaces the full grid's)."""
     jobs = [(label, replace(cfg, seed=seed), label == 'standard' and seed == seeds[0])
             for label, cfg in grid_rows(base, quick, only) for seed in seeds]
     mine = jobs if shard is None else jobs[shard[0] - 1::shard[1]]
@@ -1896,7 +1934,8 @@ def run_grid(base, seeds, out, workers, log=print, shard=None, flag='--resume', 
         raise ValueError(settings_error(out, differ, flag, [p for p in files if saved_runs([p], wanted)[2]]))
     if not os.path.isfile(saved):
         open(saved, 'w').close()         # there from the start, for --resume
-    results, skipped, _ = saved_runs([saved] if shard else files, wanted)       # a shard: its own runs
+    left_out = {label for label, _ in grid_rows(base, quick)} - {label for label, _, _ in jobs}
+    results, skipped, _ = saved_runs([saved] if shard else files, wanted, left_out)   # a shard: its own runs
     pretrained, kept = None, next(((label, cfg) for label, cfg, keep in mine if keep), None)  # (a shard's?)
     try:
         if kept:
@@ -1940,10 +1979,10 @@ def run_grid(base, seeds, out, workers, log=print, shard=None, flag='--resume', 
     results.sort(key=lambda r: order[r['row'], r['seed']])
     cfg = next((cfg for label, cfg, keep in jobs if keep), None)
     model = cfg and make_model(cfg, pretrained)
-    grid_plot(results, os.path.join(out, 'grid.png'), f'{len(seeds)} seed(s) per row, {base.steps} steps, '
-              f'{grid_problems(base)},\n{base.n_symbols} training symbols unless named')
-    diversity_plot(results, os.path.join(out, 'diversity.png'), f'diversity: {len(seeds)} seed(s) per point, '
-                   f'{base.steps} steps, {grid_problems(base)}')
+    grid_plot(results, os.path.join(out, f'grid{tag}.png'), f'{len(seeds)} seed(s) per row, {base.steps} '
+              f'steps, {grid_problems(base)},\n{base.n_symbols} training symbols unless named')
+    diversity_plot(results, os.path.join(out, f'diversity{tag}.png'), f'diversity: {len(seeds)} seed(s) per '
+                   f'point, {base.steps} steps, {grid_problems(base)}')
     return results, grid_table(results, base), cfg and (model, logic_data.Vocab(cfg.n_symbols), cfg)
 
 
@@ -1958,6 +1997,7 @@ def main_grid(args, argv):
     writable(out, '--resume' if args.resume else '--out')
     command = ' '.join(['python', 'unseen.py'] + (sys.argv[1:] if argv is None else argv))
     rows = grid_rows(base, args.quick, args.rows)
+    tag = '' if args.rows is None else '-rows'     # a selection's table and pictures never replace the grid's
     workers = (os.cpu_count() or 1) if device == 'cpu' else 1
     share = f"; shard {args.shard[0]} of {args.shard[1]}: every {args.shard[1]}-th run" if args.shard else ''
     print(f"grid: {len(rows)} configurations x {len(seeds)} seed(s), {base.steps} steps each "
@@ -1967,7 +2007,7 @@ def main_grid(args, argv):
     try:
         results, table, trained = run_grid(base, seeds, out, workers, shard=args.shard,
                                            flag='--resume' if args.resume else '--out', quick=args.quick,
-                                           only=args.rows)
+                                           only=args.rows, tag=tag)
         if args.shard:   # its share only: the table waits for every shard
             return print(f"\nshard {args.shard[0]} of {args.shard[1]} done: {len(results)} runs in "
                          f"{out}/grid_runs.shard-{args.shard[0]}-of-{args.shard[1]}.jsonl. When every shard "
@@ -1983,23 +2023,24 @@ def main_grid(args, argv):
                   f"{rows_stats(model, vocab)['cos_unseen']:.2f}) fine-tuned on problems in unseen symbols, "
                   f"up to {ft_steps} steps, from collapsed, fresh and copied unseen rows ...")
             ft, ft_table = finetune_contrast(model, vocab, cfg, ft_steps, ft_every, workers,
-                                             os.path.join(out, 'finetune.png'))
+                                             os.path.join(out, f'finetune{tag}.png'))
     except KeyboardInterrupt:
         sys.exit(f"error: interrupted; the finished runs are kept in {out}; to finish: "
                  f"{grid_command(args, out)}")
     except (ValueError, OSError, RuntimeError) as e:   # a resume refused, a file unreadable, a worker lost
         sys.exit(f"error: {e}")
     wall = time.time() - t0
-    with whole(os.path.join(out, 'grid.md')) as part, open(part, 'w') as f:
+    with whole(os.path.join(out, f'grid{tag}.md')) as part, open(part, 'w') as f:
         f.write(f"`{command}`: {len(seeds)} seed(s) per row, mean (min-max); {base.steps} steps, "
                 f"{grid_problems(base)}, {device} in {base.precision}; total wall {wall / 60:.1f} min\n\n"
                 f"{table}\n\nExact match with every name unseen at each evaluation (mean over seeds, %):\n\n"
                 f"{grid_curves(results)}\n\nFine-tuning contrast (standard, seed {seeds[0]}, "
                 f"evaluated every {ft_every} steps):\n\n{ft_table}\n")
-    with whole(os.path.join(out, 'grid.json')) as part, open(part, 'w') as f:
+    with whole(os.path.join(out, f'grid{tag}.json')) as part, open(part, 'w') as f:
         json.dump(dict(command=command, results=results, finetune=ft, wall=wall), f, indent=1)
     print(f"\n{ft_table}\n\ntotal wall {wall / 60:.1f} min; "
-          f"wrote {out}/grid.md, grid.json, grid.png, diversity.png{', finetune.png' if ft else ''}")
+          f"wrote {out}/grid{tag}.md, grid{tag}.json, grid{tag}.png, diversity{tag}.png"
+          f"{f', finetune{tag}.png' if ft else ''}")
 
 # -----------------------------------------------------------------------------
 # --grid, then: the fine-tuning contrast (the standard model fine-tuned on problems in its unseen names,
@@ -2274,7 +2315,8 @@ def parse_args(argv=None):
     a('--compile', choices=('auto', 'on', 'off'), default='auto', help="the attention through torch.compile "
       "(the same function, about twice as fast; a 20-30 s compile first); auto: in runs of 1000 steps or more")
     a('--out', default=None, help='output folder; %(default)s: runs/<time>_<switches>')
-    a('--ask', metavar='TEXT', help="solve one problem, e.g. 'u1 . u1 -> u2 . ? u2', with --ckpt")
+    a('--ask', metavar='TEXT', help="solve one problem, e.g. 'u1 . u1 -> u2 . ? u2', with --ckpt (a name holds "
+      "letters, digits and _; premises are separated by spaces)")
     a('--problems', metavar='FILE', help='with --ckpt: solve every problem in FILE (one per line: the text '
       'form, or JSON lines from logic_data.py --jsonl)')
     a('--ckpt', metavar='PATH', help='checkpoint written by a training run: evaluate it on the three '
@@ -2291,9 +2333,11 @@ def parse_args(argv=None):
     a('--shard', type=shard_arg, metavar='I/N', help='with --grid: train only every N-th run, from the I-th '
       '(1 <= I <= N), into a file of its own: the grid spread over N machines or jobs')
     a('--rows', metavar='TEXT', help="with --grid: only the rows whose name holds TEXT (e.g. 'forget'), "
-      'their table alone: a few rows again after a change to what they do')
+      'a few rows again after a change to what they do; their table goes to grid-rows.md (and .json, .png), '
+      "never over the full grid's")
     a('--bench', action='store_true',
-      help='measure training-loop tokens/s for each speed lever (the switches pick the model)')
+      help="time the training step for each speed lever: ms a step, tokens/s, GFLOP/s and the share of this "
+      "machine's own matmul rate (the switches pick the model)")
     args = p.parse_args(argv)
     check_args(p, args)
     return args
@@ -2327,6 +2371,8 @@ def check_args(p, args):
                                   f"nothing; it cannot take {' '.join(on_bench)}"),
         ((args.quick or args.seeds is not None or args.resume or args.shard or args.rows is not None)
          and not args.grid, '--quick, --seeds, --resume, --shard and --rows go with --grid'),
+        (args.rows is not None and not args.rows.strip(),
+         "--rows '': give the text of the rows' names to run again (e.g. --rows forget)"),
         (args.grid and args.rows is not None and not grid_rows(Config(**GRID), args.quick, args.rows),
          f"--rows {args.rows!r}: no row of the grid{' --quick' if args.quick else ''} has that in its name"),
         (args.resume and not (os.path.isdir(args.resume) and run_files(args.resume)),
@@ -2394,8 +2440,20 @@ def config_error(c):
         return f"--layout {c.layout}: choose from {', '.join(logic_data.LAYOUTS)}"
     if c.positions not in POSITIONS:   # (a stored config: else a model with no positions at all)
         return f"--positions {c.positions}: choose from {', '.join(POSITIONS)}"
+    whole = ('n_symbols', 'max_depth', 'max_premises', 'curriculum', 'max_facts', 'max_dead', 'max_side',
+             'n_layer', 'n_head', 'n_embd', 'shift', 'forget_every', 'forget_until', 'steps', 'batch_size',
+             'warmup', 'eval_every', 'eval_n', 'seed')
+    for k, kind in [(k, 'a whole number') for k in whole] + [(k, 'a number') for k, _, _ in ranges]:
+        v = getattr(c, k, None)   # (a stored config can hold anything; the command line parsed these)
+        if v is None and (k in LAYOUT_DEFAULTS[c.layout] or not hasattr(c, k)):
+            continue              # None: by layout (or no such flag)
+        if isinstance(v, bool) or not isinstance(v, int if kind == 'a whole number' else (int, float)):
+            return f"{flag(k)} {v!r}: must be {kind}"
     heads = number('n_head')
     problems = [
+        (c.forget_every > 0 and 0 < c.forget_until < c.forget_every,
+         f'--forget-until {c.forget_until} comes before the first reset (step {c.forget_every}): nothing would '
+         'be reset; drop --forget-until or make it at least --forget-every'),
         *[(number(k) < 1, f'{flag(k)} must be >= 1')
           for k in ('steps', 'batch_size', 'eval_every', 'eval_n', 'n_layer', 'n_head', 'n_embd')],
         *[(number(k) < 0, f'{flag(k)} must be >= 0')
