@@ -2213,7 +2213,8 @@ def test_grid_on_the_one_layout_with_layout_template(tmp_path, monkeypatch):
     ('a . b . a, b -> c . ? c', "'a,' is not a name: it holds ','"),
     ('a . b . a+b->c . ? c', "'a+b' is not a name: it holds '+'"),
     ('a . b . a&b -> c . ? c', "'a&b' is not a name: it holds '&'"),
-    ('rain . rain\u2192snow . ? snow', "'rain\u2192snow' is not a name: it holds '\u2192' (a rule's arrow is '->'"),
+    ('rain . rain\u2192snow . ? snow',
+     "'rain\u2192snow' is not a name: it holds '\u2192' (a rule's arrow is '->'"),
     ('rain . rain-->snow . ? snow', "'rain-' is not a name: it holds '-' (a rule's arrow is '->'"),
     ('rain . rain --> snow . ? snow', "'-' is not a name"),
     ('rain . ? rain->snow', "the query 'rain->snow' holds an arrow"),
@@ -2227,7 +2228,8 @@ def test_a_name_holding_a_connective_or_an_arrow_is_refused_everywhere_text_is_r
     assert says in str(e.value)
     _, _, _, path = trained
     r = run('unseen.py', '--ckpt', str(path), '--ask', text)
-    assert r.returncode != 0 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1 and not r.stdout.strip()
+    assert r.returncode != 0 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not r.stdout.strip()
     f = tmp_path / 'p.txt'
     f.write_text('a . a -> b . ? b\n' + text + '\n')
     r = run('unseen.py', '--ckpt', str(path), '--problems', str(f))
@@ -2311,13 +2313,16 @@ def test_bench_times_every_lever_and_reports_its_share_of_the_machines_matmul_ra
     monkeypatch.setattr(U, 'matmul_rate', lambda cfg: 2e9 if cfg.precision == 'bf16' else 1e9)
     monkeypatch.setattr(U.os, 'cpu_count', lambda: 2)
     monkeypatch.setattr(U, 'in_workers', lambda f, jobs, n: enumerate(f(*job) for job in jobs))   # here
-    table = U.bench(replace(TINY, batch_size=8), steps=2, rounds=1, log=lambda s: None)
+    table = U.bench(replace(TINY, batch_size=8, precision='bf16'), steps=2, rounds=1, log=lambda s: None)
     assert calls == [('fp32', False, None), ('fp32', True, None), ('bf16', False, None), ('bf16', True, None)] \
-        + [('fp32', False, 1)] * 2
+        + [('bf16', False, 1)] * 2
     rows = [[c.strip() for c in line.split('|')[2:-1]] for line in table.splitlines()[2:]]
     assert rows[0] == ['1000', '500', '0.5', '1', '50%']            # ms a step, tokens/s, GFLOP/s, peak, share
     assert rows[1] == ['500', '1,000', '1.0', '1', '100%'] and rows[3][-1] == '50%'   # bf16's own peak
-    assert rows[4] == ['1000', '1,000', '1.0', '1', '50%']          # two runs: two machines' worth of work
+    assert rows[4] == ['1000', '1,000', '1.0', '2', '50%']          # two runs together, on all cores
+    calls.clear()                                  # a float32 machine: no emulated bfloat16 rows
+    assert len(U.bench(replace(TINY, batch_size=8), steps=2, rounds=1, log=lambda s: None).splitlines()) == 5
+    assert calls == [('fp32', False, None), ('fp32', True, None)] + [('fp32', False, 1)] * 2
 
 
 def test_step_flops_counts_what_torchs_flop_counter_counts():
