@@ -1232,10 +1232,13 @@ def test_teacher_forced_exact_match_equals_greedy_decoding(trained):
         x, y = U.make_batch(problems, vocab)         # a test set of any size: evaluated a piece at a time
         whole = U.target_preds(model, x, y)
         scores, U.EVAL_SCORES = U.EVAL_SCORES, 7 * cfg.n_head * x.size(1) ** 2   # 7 problems a pass
+        sizes, forward = [], model.forward
+        model.forward = lambda x, *a: sizes.append(len(x)) or forward(x, *a)   # what each pass holds
         try:
             assert U.eval_chunk(cfg, x.size(1)) == 7 and torch.equal(U.target_preds(model, x, y), whole)
+            assert max(sizes) == 7 and sum(sizes) == len(x)
         finally:
-            U.EVAL_SCORES = scores
+            U.EVAL_SCORES, model.forward = scores, forward
 
 
 def test_a_checkpoint_is_evaluated_on_its_own_test_problems(trained):
