@@ -725,13 +725,14 @@ def main(argv=None):
     parser.add_argument('--max-facts', type=int, default=d.max_facts, help='the most facts a problem has '
                         '(layout shapes; 4: as in earlier versions)')
     parser.add_argument('--max-dead', type=int, default=d.max_dead, help='the most dead rules a problem has '
-                        '(layout shapes; 3: the tests and the demo; up to 7: training for longer rule '
-                        'lists)')
+                        '(layout shapes; 3: the tests and the demo\'s training; up to 7: training for '
+                        'longer rule lists)')
     parser.add_argument('--max-side', type=int, default=d.max_side, help='the most side rules a problem has '
-                        '(layout shapes; 2: the tests and the demo; up to 6: training on chains as long as '
+                        "(layout shapes; 2: the tests; up to 6: the demo's training, its chains as long as "
                         "the tests' four steps beyond)")
     parser.add_argument('--layout', choices=LAYOUTS, default=d.layout, help='shapes: problems of many shapes '
-                        '(the demo trains on these, less the held-out families); template: the one layout '
+                        "(the tests' kind; the demo trains on these with more side rules, less the held-out "
+                        'families); template: the one layout '
                         'of earlier versions')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--jsonl', action='store_true', help='one JSON object per line')

@@ -1326,15 +1326,29 @@ def test_accuracy_by_position_names_each_target_position(trained):
     assert 0 < by_pos['step 1'] < 1 or 0 < by_pos['answer'] < 1     # not a constant: the check has teeth
 
 
-def test_rows_picture_starts_from_the_very_weights_training_started_from(trained, tmp_path):
+def test_rows_picture_starts_from_the_very_weights_training_started_from(trained, tmp_path, monkeypatch):
+    """The left panel draws the rows training started from (rebuilt from the seed), the right the trained
+    ones: their points and their titles' cosines, read back from the figure."""
     model, vocab, cfg, _ = trained                   # frozen (un)embeddings: the end is the start
     assert torch.equal(U.make_model(replace(cfg, device='cpu')).lm_head.weight, model.lm_head.weight)
+    U.plot_rows(model, cfg, vocab, tmp_path / 'rows.png')
+    assert (tmp_path / 'rows.png').stat().st_size > 10_000
     trained_cfg = replace(TINY, steps=5)
     moved, _, _ = U.train(trained_cfg, log=lambda s: None)
     start = U.make_model(replace(trained_cfg, device='cpu'))
     assert not torch.equal(start.lm_head.weight, moved.lm_head.weight)
-    U.plot_rows(model, cfg, vocab, tmp_path / 'rows.png')
-    assert (tmp_path / 'rows.png').stat().st_size > 10_000
+    figures = []
+    monkeypatch.setattr(U, 'savefig', lambda fig, path: figures.append(fig))
+    U.plot_rows(moved, trained_cfg, vocab, tmp_path / 'moved.png')
+    left, right = figures[0].axes
+
+    def unseen_points(w):                            # plot_rows' projection, of these weights
+        x = torch.nn.functional.normalize(w.detach().float(), dim=1)
+        x = x - x.mean(0)
+        return (x @ torch.linalg.svd(x, full_matrices=False).Vh[:2].T)[vocab.unseen_ids].numpy()
+    for ax, w in ((left, start.lm_head.weight), (right, moved.lm_head.weight)):
+        assert np.allclose(ax.collections[1].get_offsets(), unseen_points(w), atol=1e-5)
+        assert ax.get_title().endswith(U.cos_str(U.mean_pairwise_cosine(w[vocab.unseen_ids])))
 
 
 def test_ask_shows_top_three_and_where_copy_attention_points(trained, capsys):
@@ -1930,19 +1944,21 @@ def test_progress_lines_reach_a_pipe_while_the_run_goes_on(tmp_path):
     """`python unseen.py | tee run.log` shows each line when it is printed, not at the end."""
     env = {k: v for k, v in os.environ.items() if k != 'PYTHONUNBUFFERED'}   # as on most machines
     command = [sys.executable, 'unseen.py', '--steps', '100000', '--eval-n', '10', '--n-embd', '32',
-               '--n-layer', '1', '--out', str(tmp_path)]
+               '--n-layer', '1', '--eval-every', '20', '--compile', 'off', '--out', str(tmp_path)]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
     # a buffered line would only come at the end: stop waiting
     timer = threading.Timer(60, proc.kill)
     timer.start()
     try:
-        first = proc.stdout.readline()               # blocks until a line arrives (or the run ends)
+        lines = [proc.stdout.readline()]             # blocks until a line arrives (or the run ends)
+        while lines[-1] and not lines[-1].startswith('step    20 '):
+            lines.append(proc.stdout.readline())     # the plan, step 0, then step 20: a progress line
         running = proc.poll() is None
     finally:
         timer.cancel()
         proc.kill()
         proc.wait()
-    assert first.startswith('model: ') and running
+    assert lines[0].startswith('model: ') and lines[-1].startswith('step    20 | loss ') and running
 
 
 # -----------------------------------------------------------------------------
@@ -2777,13 +2793,17 @@ def test_cluster_finder_on_rows_with_no_cluster_and_unreachable_pieces(tmp_path,
            [True, True, False, False, False, True]
 
 
-@pytest.mark.parametrize('args', [['--eta', 'nan'], ['--lam', 'inf'], ['--r', '-1'],
-                                  ['--steps', '100000000'], ['--seed', '-1'], ['--eta', '1000'],
-                                  ['--lam', '1000'], ['--classes', '1000000', '--width', '1000000']])
-def test_theory_demo_refuses_numbers_that_measure_nothing(args):
+@pytest.mark.parametrize('args, flag', [(['--eta', 'nan'], '--eta'), (['--lam', 'inf'], '--lam'),
+                                        (['--r', '-1'], '--r'), (['--steps', '100000000'], '--steps'),
+                                        (['--seed', '-1'], '--seed'), (['--eta', '1000'], '--eta'),
+                                        (['--lam', '1000'], '--lam'),
+                                        (['--classes', '1000000', '--width', '1000000'], '--classes')])
+def test_theory_demo_refuses_numbers_that_measure_nothing(args, flag):
+    """Each refusal is one line that names the flag it refuses (not any 'must be')."""
     r = run('theory_demo.py', *args)
     assert r.returncode == 2 and 'Traceback' not in r.stderr
-    assert 'must be' in r.stderr.strip().splitlines()[-1]
+    last = r.stderr.strip().splitlines()[-1]
+    assert 'must be' in last and re.search(rf'{re.escape(flag)}\b', last), last
 
 # -----------------------------------------------------------------------------
 # theory_demo.py --finetune: a BERT encoder in plain torch, fine-tuned on problems written in its tokens
