@@ -2315,6 +2315,27 @@ def test_theory_demo_between_resets_measures_every_figure_it_prints(args, says, 
     assert r.returncode == 2 and says in r.stderr and not (tmp_path / 'out').exists()
 
 
+def test_every_report_counts_beyond_training_from_the_depth_the_run_trained_on(tmp_path, capsys):
+    """A run whose curriculum ends before --max-depth (20 steps: depth 1 only): the verdict's depth table,
+    its chains line and --ask all count 'beyond training' from the depth it trained on, not --max-depth."""
+    cfg = replace(TINY, max_depth=3, curriculum=100, steps=20, eval_n=30)
+    assert cfg.trained_depth() == 1 and U.Config().trained_depth() == U.Config().max_depth
+    vocab = L.Vocab(cfg.n_symbols)
+    problems = L.make_problems(random.Random(0), cfg.gen_config(), vocab, 30)
+    x, y = U.make_batch(problems, vocab)
+    predictions = {s: (problems, y, y) for s in ('none', 'all')}
+    shapes = {L.longer_name(d, cfg.max_depth): {'none': 1.0, 'all': 1.0} for d in L.BEYOND}
+    table = U.lengths_str(cfg, predictions, shapes)
+    assert 'depth 1    ' in table and 'depth 2 (1 beyond training)' in table and 'depth 3 (2 beyond' in table
+    assert 'depth 4 (3 beyond training)' in table and 'depth 7 (6 beyond training)' in table
+    note = ' '.join(U.shapes_note(cfg, {**shapes, 'held-out shapes, mean': {'none': 1.0, 'all': 1.0}}))
+    assert 'on chains 3 / 4 / 6 steps longer than any in training' in note
+    model, vocab, history = U.train(cfg, log=lambda s: None)
+    U.save_checkpoint(tmp_path / 'ckpt.pt', model, cfg, history)
+    r = run('unseen.py', '--ckpt', str(tmp_path / 'ckpt.pt'), '--ask', 'a . a -> b . b -> c . ? c')
+    assert '2 rules deep, 1 beyond the planted paths of training (at most 1)' in r.stdout
+
+
 def test_bench_times_every_lever_and_reports_its_share_of_the_machines_matmul_rate(monkeypatch):
     cfg = replace(TINY, batch_size=8)
     vocab = L.Vocab(cfg.n_symbols)

@@ -124,6 +124,11 @@ class Config:
                                     broken=self.broken if train else 0.0, balance=self.balance and train,
                                     max_facts=self.max_facts, **more)
 
+    def trained_depth(self):
+        """The deepest planted derivation the run trained on (its curriculum's last stage): every report
+        counts 'beyond training' from it (the verdict, --ask, --problems)."""
+        return self.depth_at(self.steps - 1)
+
     def depth_at(self, step):
         """The curriculum: the deepest derivation in the training problems at `step`. Training starts at
         depth 1 and allows one depth more every `curriculum` steps; the tests have every depth throughout."""
@@ -887,7 +892,7 @@ def shapes_note(cfg, shapes):
     lines = [f"         on shapes it never trained on it solves {held['none']:.1%} in training symbols, "
              f"{held['all']:.1%} in unseen ones."]
     each = lambda s: ' / '.join(f"{shapes[n][s]:.1%}" for n in longer.values())
-    steps = ' / '.join(map(str, longer))
+    steps = ' / '.join(str(cfg.max_depth + d - cfg.trained_depth()) for d in longer)   # (trained_depth)
     return lines + ([f"         on chains {steps} steps longer than any in training: {each('none')} in "
                      f"training symbols, {each('all')} in unseen."] if longer else [])
 
@@ -986,11 +991,12 @@ def lengths_str(cfg, predictions, shapes):
     depth = {s: by_depth(predictions[s][0], ok[s]) for s in ('none', 'all')}
     lines = ['exact match by chain length (depth of the derivation): in training names / unseen names']
     pct = lambda s, d, w: f"{depth[s][d][0]:{w}.1%}" if d in depth[s] else f"{'-':>{w}}"  # small --eval-n
-    lines += [f"  {f'depth {d}':<28}{pct('none', d, 7)} / {pct('all', d, 6)}   "
+    trained = cfg.trained_depth()          # a short run's curriculum may end before --max-depth
+    label = lambda d: f'depth {d}' + (f' ({d - trained} beyond training)' if d > trained else '')
+    lines += [f"  {label(d):<28}{pct('none', d, 7)} / {pct('all', d, 6)}   "
               f"({depth['none'].get(d, (0, 0))[1]} / {depth['all'].get(d, (0, 0))[1]} problems)"
               for d in sorted(set(depth['none']) | set(depth['all']))]
-    lines += [f"  {f'depth {cfg.max_depth + d} ({d} beyond training)':<28}"
-              f"{shapes[name]['none']:7.1%} / {shapes[name]['all']:6.1%}"
+    lines += [f"  {label(cfg.max_depth + d):<28}{shapes[name]['none']:7.1%} / {shapes[name]['all']:6.1%}"
               for d, name in longer_sets(cfg, shapes).items()]
     return '\n'.join(lines)
 
@@ -1400,10 +1406,10 @@ def ask(model, vocab, cfg, text):
     ids, n_prompt = vocab.encode(p)
     if len(ids) > cfg.block_size():
         raise ValueError(f"problem too long: {len(ids)} tokens, this model reads at most {cfg.block_size()}")
-    note = logic_data.beyond_training(cfg.gen_config(cfg.steps), p)
+    note = logic_data.beyond_training(cfg.gen_config(cfg.steps - 1), p)
     if note:
         print(f"note: {note}; the model never trained on a problem like it")
-    deep = logic_data.depth_note(cfg.gen_config(cfg.steps), p)
+    deep = logic_data.depth_note(cfg.gen_config(cfg.steps - 1), p)
     if deep:
         print(f"note: {deep}")
     trace = []
@@ -1500,7 +1506,7 @@ def solve_problems(model, vocab, cfg, numbered, path, n_show=5):
     for note_of, what in ((logic_data.beyond_training, 'lie beyond what the model trained on'),
                           (logic_data.depth_note, "are deeper than training's planted paths")):
         found = [(line, note) for line, p in numbered
-                 for note in [note_of(cfg.gen_config(cfg.steps), p)] if note]
+                 for note in [note_of(cfg.gen_config(cfg.steps - 1), p)] if note]
         if found:
             print(f"note: {len(found)} of {len(problems)} problems {what} (line {found[0][0]}: "
                   f"{found[0][1]})")
