@@ -2336,6 +2336,25 @@ def test_every_report_counts_beyond_training_from_the_depth_the_run_trained_on(t
     assert '2 rules deep, 1 beyond the planted paths of training (at most 1)' in r.stdout
 
 
+def test_an_interrupted_report_leaves_no_empty_output_folder(trained, tmp_path, monkeypatch):
+    """--ckpt and theory_demo.py make their --out folder first (to refuse one they cannot write); stopped
+    before they write into it (Ctrl-C, a closed stdout), they remove it again. A folder that was there stays."""
+    _, _, _, path = trained
+    def stop(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(U, 'evaluate', stop)
+    monkeypatch.setattr(TD, 'lemma', stop)
+    for script, args in (('unseen.py', ['--ckpt', str(path)]), ('theory_demo.py', [])):
+        out = tmp_path / script
+        with pytest.raises(KeyboardInterrupt):
+            run(script, *args, '--out', str(out))
+        assert not out.exists(), script
+        out.mkdir()
+        with pytest.raises(KeyboardInterrupt):
+            run(script, *args, '--out', str(out))
+        assert out.is_dir()
+
+
 def test_bench_times_every_lever_and_reports_its_share_of_the_machines_matmul_rate(monkeypatch):
     cfg = replace(TINY, batch_size=8)
     vocab = L.Vocab(cfg.n_symbols)

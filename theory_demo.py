@@ -1156,18 +1156,18 @@ def main(argv=None):
         p.error(f'--reset-start {args.reset_start} --reset-steps {args.reset_steps}: the start must be >= 0, the '
                 f'steps at least one interval between resets ({k}), and both together at most the grid\'s '
                 f'schedule ({most} steps)')
-    unseen.writable(args.out)              # found now, not after the work: a folder we cannot write to
-    if args.checkpoint or args.finetune:
-        try:
-            inspect_checkpoint(args) if args.checkpoint else finetune(args)
-        except BrokenPipeError:
-            raise
-        except (OSError, ValueError, KeyError) as e:
-            sys.exit(f"error: {e}")
-    elif args.between_resets:
-        between_resets(args)
-    else:
-        lemma(args)
+    with unseen.written_or_gone(args.out):   # found now, not after the work; never left empty
+        if args.checkpoint or args.finetune:
+            try:
+                inspect_checkpoint(args) if args.checkpoint else finetune(args)
+            except BrokenPipeError:
+                raise
+            except (OSError, ValueError, KeyError) as e:
+                sys.exit(f"error: {e}")
+        elif args.between_resets:
+            between_resets(args)
+        else:
+            lemma(args)
 
 
 if __name__ == '__main__':

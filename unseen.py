@@ -1368,6 +1368,20 @@ def writable(folder, flag='--out', size=1 << 20):
         if os.path.isfile(test):
             os.remove(test)
 
+
+
+@contextlib.contextmanager
+def written_or_gone(folder, flag='--out'):
+    """`writable(folder)` for the body's outputs, and the folder removed again if the body ends having
+    written nothing in a folder it made (Ctrl-C, a closed or full stdout): no empty folder left behind."""
+    made = not os.path.exists(folder)
+    writable(folder, flag)
+    try:
+        yield folder
+    finally:
+        if made and os.path.isdir(folder) and not os.listdir(folder):
+            os.rmdir(folder)
+
 # -----------------------------------------------------------------------------
 # --ckpt (a trained model on its test sets), --ask (one problem, step by step), --problems (a file)
 
@@ -1543,7 +1557,12 @@ def evaluate_checkpoint(args):
     if os.path.isdir(rows):
         sys.exit(f"error: --out {out}: {os.path.basename(rows)} there is a folder; "
                  "the rows picture goes there")
-    writable(out)
+    with written_or_gone(out):
+        evaluate_to(model, vocab, cfg, args, rows)
+
+
+def evaluate_to(model, vocab, cfg, args, rows):
+    """--ckpt's report: the test sets, the shapes, the verdict, the mistakes, and the rows picture in `rows`."""
     predictions, t0 = {}, time.time()
     acc = evaluate(model, vocab, eval_sets(cfg, vocab), cfg.device, predictions)
     print(f"{args.ckpt}: {run_name(cfg)}, exact match on its {cfg.eval_n} test problems per scenario:")
