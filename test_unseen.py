@@ -2171,6 +2171,11 @@ def test_two_shards_gathered_give_the_runs_and_table_of_one_whole_grid(tmp_path,
     assert f'resuming: {n} of {n} runs already in' in capsys.readouterr().out      # nothing trained again
     strip = lambda md: [line.rsplit('|', 2)[0] for line in md.split('Fine-tuning')[0].splitlines()[1:]]
     assert strip((shards / 'grid.md').read_text()) == strip((whole / 'grid.md').read_text())
+    # a shard resumed in a folder whose other file (here the whole grid's) holds its runs trains none again
+    U.main(['--grid', '--shard', '1/2', '--resume', str(whole), '--precision', 'fp32'])
+    said = capsys.readouterr().out
+    assert re.search(r'resuming: (\d+) of \1 runs already in', said)
+    assert (whole / 'grid_runs.shard-1-of-2.jsonl').read_text() == ''
 
 
 def test_a_grid_of_one_seed_takes_a_second_with_resume(tmp_path, tiny_grid, capsys):
@@ -2353,6 +2358,15 @@ def test_an_interrupted_report_leaves_no_empty_output_folder(trained, tmp_path, 
         with pytest.raises(KeyboardInterrupt):
             run(script, *args, '--out', str(out))
         assert out.is_dir()
+
+
+def test_logic_data_refuses_shape_counts_the_template_layout_never_draws():
+    """--max-side / --max-dead / --max-facts shape problems of the shapes layout: with --layout template they
+    would print template problems that ignore them (which a model refuses); one line instead."""
+    for flag in ('--max-side', '--max-dead', '--max-facts'):
+        r = run('logic_data.py', '--layout', 'template', flag, '3', '--n', '1')
+        assert r.returncode == 2 and f'{flag} shape problems of --layout shapes' in r.stderr and not r.stdout
+    assert run('logic_data.py', '--layout', 'template', '--n', '1').stdout.count(' -> ') >= 3
 
 
 def test_bench_times_every_lever_and_reports_its_share_of_the_machines_matmul_rate(monkeypatch):

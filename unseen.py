@@ -1960,7 +1960,7 @@ def run_grid(base, seeds, out, workers, log=print, shard=None, flag='--resume', 
     if not os.path.isfile(saved):
         open(saved, 'w').close()         # there from the start, for --resume
     left_out = {label for label, _ in grid_rows(base, quick)} - {label for label, _, _ in jobs}
-    results, skipped, _ = saved_runs([saved] if shard else files, wanted, left_out)   # a shard: its own runs
+    results, skipped, _ = saved_runs(files, wanted, left_out)   # a shard too: no run another file holds again
     pretrained, kept = None, next(((label, cfg) for label, cfg, keep in mine if keep), None)  # (a shard's?)
     try:
         if kept:
@@ -1975,8 +1975,7 @@ def run_grid(base, seeds, out, workers, log=print, shard=None, flag='--resume', 
     done_before = {(r['row'], r['seed']) for r in results}
     todo = [(job,) for job in mine if (job[0], job[1].seed) not in done_before]
     if results or skipped:
-        log(f"resuming: {len(mine) - len(todo)} of {len(mine)} runs already in "
-            f"{saved if shard else ', '.join(run_files(out))}"
+        log(f"resuming: {len(mine) - len(todo)} of {len(mine)} runs already in {', '.join(run_files(out))}"
             + ''.join(f"; {n} {why}" for why, n in skipped.items()))
     with open(saved, 'rb+') as f:        # a line half-written by a crash must not swallow the next one
         size = f.seek(0, os.SEEK_END)
