@@ -2364,7 +2364,7 @@ def test_logic_data_refuses_shape_counts_the_template_layout_never_draws():
     """--max-side / --max-dead / --max-facts shape problems of the shapes layout: with --layout template they
     would print template problems that ignore them (which a model refuses); one line instead."""
     for flag in ('--max-side', '--max-dead', '--max-facts'):
-        r = run('logic_data.py', '--layout', 'template', flag, '3', '--n', '1')
+        r = run('logic_data.py', '--layout', 'template', flag, '1', '--n', '1')
         assert r.returncode == 2 and f'{flag} shape problems of --layout shapes' in r.stderr and not r.stdout
     assert run('logic_data.py', '--layout', 'template', '--n', '1').stdout.count(' -> ') >= 3
 
