@@ -1341,13 +1341,9 @@ def test_rows_picture_starts_from_the_very_weights_training_started_from(trained
     monkeypatch.setattr(U, 'savefig', lambda fig, path: figures.append(fig))
     U.plot_rows(moved, trained_cfg, vocab, tmp_path / 'moved.png')
     left, right = figures[0].axes
-
-    def unseen_points(w):                            # plot_rows' projection, of these weights
-        x = torch.nn.functional.normalize(w.detach().float(), dim=1)
-        x = x - x.mean(0)
-        return (x @ torch.linalg.svd(x, full_matrices=False).Vh[:2].T)[vocab.unseen_ids].numpy()
     for ax, w in ((left, start.lm_head.weight), (right, moved.lm_head.weight)):
-        assert np.allclose(ax.collections[1].get_offsets(), unseen_points(w), atol=1e-5)
+        points = U.principal_plane(w)[vocab.unseen_ids].numpy()
+        assert np.allclose(ax.collections[1].get_offsets(), points, atol=1e-5)
         assert ax.get_title().endswith(U.cos_str(U.mean_pairwise_cosine(w[vocab.unseen_ids])))
 
 

@@ -1153,9 +1153,9 @@ def main(argv=None):
     args.reset_steps = 300 if args.reset_steps is None else args.reset_steps
     most, k = unseen.GRID['steps'], unseen.GRID_FORGET_EVERY
     if args.reset_start < 0 or args.reset_steps < k or args.reset_start + args.reset_steps > most:
-        p.error(f'--reset-start {args.reset_start} --reset-steps {args.reset_steps}: the start must be >= 0, the '
-                f'steps at least one interval between resets ({k}), and both together at most the grid\'s '
-                f'schedule ({most} steps)')
+        p.error(f'--reset-start {args.reset_start} --reset-steps {args.reset_steps}: the start must be '
+                f'>= 0, the steps at least one interval between resets ({k}), and both together at most the '
+                f"grid's schedule ({most} steps)")
     with unseen.written_or_gone(args.out):   # found now, not after the work; never left empty
         if args.checkpoint or args.finetune:
             try:
