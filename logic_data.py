@@ -564,7 +564,7 @@ def balanced(rng, cfg, names, provable=None):
     deepest path, more with extra side rules, taking every longer chain too), true and false alike: problems
     are drawn as usual and each is kept with a probability by its length (keep_rates). Why: drawn by depth
     and shape, chains of 4, 5 and 6 atoms are 14, 6 and 2% of the demo's problems, and a model is about as
-    sure of a step as it is used to reaching it (docs/experiments.md, issue 57); balanced, each length 0..4
+    sure of a step as it is used to reaching it; balanced, each length 0..4
     is a sixth (with training's 6 side rules, the demo's default, each of 0..7 a ninth)."""
     plain = replace(cfg, balance=False)
     provable = rng.random() < 0.5 if provable is None else provable

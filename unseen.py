@@ -404,7 +404,7 @@ def freeze_embeddings(model):
 def forget_embeddings(model, optimizer, rows):
     """Active forgetting (Chen et al. 2023) of the names' rows (`rows`: Vocab.name_ids): a fresh orthogonal
     draw, their AdamW state zeroed. The signs ('->', '.', T, F, ...) keep theirs: re-drawn too, the model
-    learns to read the problem again every K steps (the notebook: 0% just after such a reset)."""
+    learns to read the problem again every K steps (0% just after such a reset)."""
     init_embeddings(model, rows)
     for w in model.embeddings():
         for k, v in optimizer.state.get(w, {}).items():   # exp_avg, exp_avg_sq (their rows); step is shared
@@ -419,6 +419,41 @@ def forgets_at(cfg, step):
     through = cfg.forget_until == 0 or cfg.forget_until >= cfg.steps      # resets all through training
     return (cfg.forget_every > 0 and step > 0 and (step <= cfg.forget_until or through)
             and (step % cfg.forget_every == 0 or (through and step == cfg.steps)))
+
+
+
+def hold_unused_rows(model, vocab):
+    """--freeze-unused, the practitioner's question (a real model reserves tokens never a target): only the
+    rows of the tokens training never asks the model to write (the unseen names, <pad>, the prompt's signs)
+    keep their orthogonal init; the rest train. Returns what puts those rows back after each step, so that
+    neither the gradient nor weight decay moves them."""
+    rows = torch.tensor(vocab.never_target_ids, device=model.lm_head.weight.device)
+    kept = [(w, w[rows].clone()) for w in model.embeddings()]
+
+    @torch.no_grad()
+    def hold():
+        for w, rows_at_init in kept:
+            w[rows] = rows_at_init
+    return hold
+
+
+def slow_name_rows(adamw, model, rows, share):
+    """--emb-lr: the names' rows (`rows`, x.. and u..) of the (un)embeddings move `share` times as far as
+    AdamW moves them; the signs' rows ('->', '.', T, F, ...) at the full rate. Adam's step does not depend
+    on the rate, so shortening it afterwards is AdamW at `share` times the rate for those rows, weight decay
+    included. Resets need it: at the full rate AdamW lines re-drawn rows up within one interval."""
+    rows, before = torch.tensor(rows, device=model.lm_head.weight.device), []
+
+    @torch.no_grad()
+    def remember(*_):
+        before[:] = [w[rows].clone() for w in model.embeddings()]
+
+    @torch.no_grad()
+    def shorten(*_):
+        for w, old in zip(model.embeddings(), before):
+            w[rows] = old + share * (w[rows] - old)
+    adamw.register_step_pre_hook(remember)
+    adamw.register_step_post_hook(shorten)
 
 # -----------------------------------------------------------------------------
 # optimisation: Muon and AdamW, warm-up, then a stable rate and a decay (or cosine decay)
@@ -666,6 +701,142 @@ def rows_stats(model, vocab):
                 norm_train=norm[vocab.train_ids].mean().item())
 
 # -----------------------------------------------------------------------------
+# the log line and the verdict's sentences
+
+
+def shapes_note(cfg, shapes):
+    """The verdict's lines on the shapes and the chain lengths the model never trained on."""
+    held, longer = held_out_mean(shapes), longer_sets(cfg, shapes)
+    lines = [f"         on shapes it never trained on it solves {held['none']:.1%} in training symbols, "
+             f"{held['all']:.1%} in unseen ones."]
+    each = lambda s: ' / '.join(f"{shapes[n][s]:.1%}" for n in longer.values())
+    steps = ' / '.join(str(cfg.max_depth + d - cfg.trained_depth()) for d in longer)   # (trained_depth)
+    return lines + ([f"         on chains {steps} steps longer than any in training: {each('none')} in "
+                     f"training symbols, {each('all')} in unseen."] if longer else [])
+
+
+def rows_note(cfg, last):
+    """The verdict's line on the unseen rows of a model that trains them: collapsed, or shrunk."""
+    if cfg.freeze_emb:
+        return []
+    if last['cos_unseen'] > 0.5:
+        return [f"         its unseen unembeddings collapsed (mean cosine {last['cos_unseen']:.2f}): it "
+                "cannot tell unseen symbols apart."]
+    if last['norm_unseen'] < 0.5 * last['norm_train']:
+        return [f"         its unseen unembeddings shrank (mean norm {last['norm_unseen']:.2f}, training "
+                f"rows {last['norm_train']:.2f}): their logits lose to the training names'."]
+    return []
+
+
+def before_reset(model, vocab, sets, cfg):
+    """What a resetting run's log line says of the rows just before a reset: 'all' and their cosine."""
+    return dict(all_before_reset=evaluate(model, vocab, {'all': sets['all']}, cfg.device)['all'],
+                cos_before_reset=rows_stats(model, vocab)['cos_unseen'])
+
+
+def last_reset(cfg, step):
+    """The step of the last reset at or before `step` (None: none yet)."""
+    return max((s for s in range(1, step + 1) if forgets_at(cfg, s)), default=None)
+
+
+def reset_note(cfg, step):
+    """The verdict's line on which model a resetting run is judged by (--ckpt: the one saved at the end)."""
+    last = last_reset(cfg, step)
+    if last is None:
+        return []
+    if last == step:
+        return ["         (evaluated just after a reset of the names' rows, as saved)"]
+    return [f"         (evaluated {step - last} steps after the last reset, at step {last}: the names' rows "
+            "have trained since)"]
+
+
+def progress_line(h, steps):
+    """The line a run prints at each evaluation, from its entry in the history."""
+    if h['step']:      # (a run from before the clock counted stages: its steps alike)
+        left = f"{h.get('left', h['elapsed'] / h['step'] * (steps - h['step'])) / 60:4.1f} min left"
+    else:
+        left = ''
+    loss = f"{h['loss']:.4f}" if h['step'] else '   -  '     # step 0: nothing trained yet
+    ms = f"{h['ms_per_step']:5.1f} ms/step" if h['step'] else '    - ms/step'
+    ms += f", {h['share']:3.0%} of matmul peak" if h['step'] and 'share' in h else ''
+    reset = (f" | just reset (before: all {h['all_before_reset']:.1%}, cos unseen "
+             f"{cos_str(h['cos_before_reset'])})" if 'all_before_reset' in h else '')
+    return (f"step {h['step']:5d} | loss {loss} | {ms} | exact match "
+            + ' '.join(f"{s} {acc_str(h, s)}" for s in logic_data.SCENARIOS) + " | "
+            f"cos unseen {cos_str(h['cos_unseen']):>5} train {cos_str(h['cos_train']):>5}{reset} | {left}")
+
+
+def acc_str(acc, s):
+    """' 98.2% (T  97 F  99)': a scenario's exact match, then on its provable and unprovable problems."""
+    return f"{acc[s]:6.1%} (T {100 * acc[s + '_T']:3.0f} F {100 * acc[s + '_F']:3.0f})"
+
+
+def cos_str(v):
+    """A cosine with 2 decimals; tiny negative values print as 0.00, not -0.00."""
+    return f"{v:.2f}" if round(v, 2) != 0 else "0.00"
+
+
+def rows_str(r):
+    """'unseen-row cosine 0.98 (training rows 0.01), mean norm 0.49 (training rows 0.88)'."""
+    return (f"unseen-row cosine {cos_str(r['cos_unseen'])} (training rows {cos_str(r['cos_train'])}), "
+            f"mean norm {r['norm_unseen']:.2f} (training rows {r['norm_train']:.2f})")
+
+
+def shapes_str(cfg, acc):
+    """The shape sets but the longer chains (lengths_str has those)."""
+    lines = ['problems of shapes never trained on: exact match in training names / unseen names']
+    lines += [f"  {name:<56}{a['none']:7.1%} / {a['all']:6.1%}" for name, a in acc.items()
+              if name not in longer_sets(cfg, acc).values()]
+    return '\n'.join(lines)
+
+
+def longer_sets(cfg, shapes):
+    """{steps beyond training: the name of its set in `shapes`} (evaluate_shapes; none for a template run)."""
+    names = {d: logic_data.longer_name(d, cfg.max_depth) for d in logic_data.BEYOND}
+    return {d: name for d, name in names.items() if name in shapes}
+
+
+def by_depth(problems, ok):
+    """Exact match per depth of the planted derivation (the chain's length): {depth: (accuracy, n)}."""
+    depths = {}
+    for p, right in zip(problems, ok.tolist()):
+        depths.setdefault(p.how['depth'], []).append(right)
+    return {d: (sum(r) / len(r), len(r)) for d, r in sorted(depths.items())}
+
+
+def lengths_str(cfg, predictions, shapes):
+    """Exact match by chain length: each depth of the test problems (the last evaluation's predictions),
+    then chains 1, 2 and 4 steps longer than any in training (the shape sets), in training / unseen names."""
+    ok = {s: (predictions[s][1] == predictions[s][2]).all(dim=1) for s in ('none', 'all')}
+    depth = {s: by_depth(predictions[s][0], ok[s]) for s in ('none', 'all')}
+    lines = ['exact match by chain length (depth of the derivation): in training names / unseen names']
+    pct = lambda s, d, w: f"{depth[s][d][0]:{w}.1%}" if d in depth[s] else f"{'-':>{w}}"  # small --eval-n
+    trained = cfg.trained_depth()          # a short run's curriculum may end before --max-depth
+    label = lambda d: f'depth {d}' + (f' ({d - trained} beyond training)' if d > trained else '')
+    lines += [f"  {label(d):<28}{pct('none', d, 7)} / {pct('all', d, 6)}   "
+              f"({depth['none'].get(d, (0, 0))[1]} / {depth['all'].get(d, (0, 0))[1]} problems)"
+              for d in sorted(set(depth['none']) | set(depth['all']))]
+    lines += [f"  {label(cfg.max_depth + d):<28}{shapes[name]['none']:7.1%} / {shapes[name]['all']:6.1%}"
+              for d, name in longer_sets(cfg, shapes).items()]
+    return '\n'.join(lines)
+
+
+def run_name(cfg):
+    """The switches of a run, e.g. 'copy-attn + freeze-emb' ('standard' if none)."""
+    on = [('no-identity', not cfg.identity), ('copy-attn', cfg.copy_attn and cfg.copy_form == 'residual'),
+          ('copy-pointer', cfg.copy_attn and cfg.copy_form == 'pointer'), ('freeze-emb', cfg.freeze_emb),
+          ('freeze-unused', cfg.freeze_unused), ('untied', not cfg.tie_emb),
+          (f'forget-every {cfg.forget_every}', cfg.forget_every),
+          (f'until {cfg.forget_until}', cfg.forget_every and cfg.forget_until),
+          (f'emb-lr {cfg.emb_lr:g}', cfg.emb_lr != 1 and not cfg.freeze_emb)]
+    return ' + '.join(name for name, flag in on if flag) or 'standard'
+
+
+def attention_summary(cfg):
+    """What the run's attention has, in words: 'identity terms on, copy attention off'."""
+    return (f"identity terms {'on' if cfg.identity else 'off'}, "
+            f"copy attention {cfg.copy_form + ' form' if cfg.copy_attn else 'off'}")
+# -----------------------------------------------------------------------------
 # training
 
 
@@ -886,141 +1057,7 @@ def main(argv=None):
 # =============================================================================
 
 # -----------------------------------------------------------------------------
-# outputs: the log line, the plan, the mistakes, the plots, the checkpoint, the output folder
-
-
-def shapes_note(cfg, shapes):
-    """The verdict's lines on the shapes and the chain lengths the model never trained on."""
-    held, longer = held_out_mean(shapes), longer_sets(cfg, shapes)
-    lines = [f"         on shapes it never trained on it solves {held['none']:.1%} in training symbols, "
-             f"{held['all']:.1%} in unseen ones."]
-    each = lambda s: ' / '.join(f"{shapes[n][s]:.1%}" for n in longer.values())
-    steps = ' / '.join(str(cfg.max_depth + d - cfg.trained_depth()) for d in longer)   # (trained_depth)
-    return lines + ([f"         on chains {steps} steps longer than any in training: {each('none')} in "
-                     f"training symbols, {each('all')} in unseen."] if longer else [])
-
-
-def rows_note(cfg, last):
-    """The verdict's line on the unseen rows of a model that trains them: collapsed, or shrunk."""
-    if cfg.freeze_emb:
-        return []
-    if last['cos_unseen'] > 0.5:
-        return [f"         its unseen unembeddings collapsed (mean cosine {last['cos_unseen']:.2f}): it "
-                "cannot tell unseen symbols apart."]
-    if last['norm_unseen'] < 0.5 * last['norm_train']:
-        return [f"         its unseen unembeddings shrank (mean norm {last['norm_unseen']:.2f}, training "
-                f"rows {last['norm_train']:.2f}): their logits lose to the training names'."]
-    return []
-
-
-def before_reset(model, vocab, sets, cfg):
-    """What a resetting run's log line says of the rows just before a reset: 'all' and their cosine."""
-    return dict(all_before_reset=evaluate(model, vocab, {'all': sets['all']}, cfg.device)['all'],
-                cos_before_reset=rows_stats(model, vocab)['cos_unseen'])
-
-
-def last_reset(cfg, step):
-    """The step of the last reset at or before `step` (None: none yet)."""
-    return max((s for s in range(1, step + 1) if forgets_at(cfg, s)), default=None)
-
-
-def reset_note(cfg, step):
-    """The verdict's line on which model a resetting run is judged by (--ckpt: the one saved at the end)."""
-    last = last_reset(cfg, step)
-    if last is None:
-        return []
-    if last == step:
-        return ["         (evaluated just after a reset of the names' rows, as saved)"]
-    return [f"         (evaluated {step - last} steps after the last reset, at step {last}: the names' rows "
-            "have trained since)"]
-
-
-def progress_line(h, steps):
-    """The line a run prints at each evaluation, from its entry in the history."""
-    if h['step']:      # (a run from before the clock counted stages: its steps alike)
-        left = f"{h.get('left', h['elapsed'] / h['step'] * (steps - h['step'])) / 60:4.1f} min left"
-    else:
-        left = ''
-    loss = f"{h['loss']:.4f}" if h['step'] else '   -  '     # step 0: nothing trained yet
-    ms = f"{h['ms_per_step']:5.1f} ms/step" if h['step'] else '    - ms/step'
-    ms += f", {h['share']:3.0%} of matmul peak" if h['step'] and 'share' in h else ''
-    reset = (f" | just reset (before: all {h['all_before_reset']:.1%}, cos unseen "
-             f"{cos_str(h['cos_before_reset'])})" if 'all_before_reset' in h else '')
-    return (f"step {h['step']:5d} | loss {loss} | {ms} | exact match "
-            + ' '.join(f"{s} {acc_str(h, s)}" for s in logic_data.SCENARIOS) + " | "
-            f"cos unseen {cos_str(h['cos_unseen']):>5} train {cos_str(h['cos_train']):>5}{reset} | {left}")
-
-
-def acc_str(acc, s):
-    """' 98.2% (T  97 F  99)': a scenario's exact match, then on its provable and unprovable problems."""
-    return f"{acc[s]:6.1%} (T {100 * acc[s + '_T']:3.0f} F {100 * acc[s + '_F']:3.0f})"
-
-
-def cos_str(v):
-    """A cosine with 2 decimals; tiny negative values print as 0.00, not -0.00."""
-    return f"{v:.2f}" if round(v, 2) != 0 else "0.00"
-
-
-def rows_str(r):
-    """'unseen-row cosine 0.98 (training rows 0.01), mean norm 0.49 (training rows 0.88)'."""
-    return (f"unseen-row cosine {cos_str(r['cos_unseen'])} (training rows {cos_str(r['cos_train'])}), "
-            f"mean norm {r['norm_unseen']:.2f} (training rows {r['norm_train']:.2f})")
-
-
-def shapes_str(cfg, acc):
-    """The shape sets but the longer chains (lengths_str has those)."""
-    lines = ['problems of shapes never trained on: exact match in training names / unseen names']
-    lines += [f"  {name:<56}{a['none']:7.1%} / {a['all']:6.1%}" for name, a in acc.items()
-              if name not in longer_sets(cfg, acc).values()]
-    return '\n'.join(lines)
-
-
-def longer_sets(cfg, shapes):
-    """{steps beyond training: the name of its set in `shapes`} (evaluate_shapes; none for a template run)."""
-    names = {d: logic_data.longer_name(d, cfg.max_depth) for d in logic_data.BEYOND}
-    return {d: name for d, name in names.items() if name in shapes}
-
-
-def by_depth(problems, ok):
-    """Exact match per depth of the planted derivation (the chain's length): {depth: (accuracy, n)}."""
-    depths = {}
-    for p, right in zip(problems, ok.tolist()):
-        depths.setdefault(p.how['depth'], []).append(right)
-    return {d: (sum(r) / len(r), len(r)) for d, r in sorted(depths.items())}
-
-
-def lengths_str(cfg, predictions, shapes):
-    """Exact match by chain length: each depth of the test problems (the last evaluation's predictions),
-    then chains 1, 2 and 4 steps longer than any in training (the shape sets), in training / unseen names."""
-    ok = {s: (predictions[s][1] == predictions[s][2]).all(dim=1) for s in ('none', 'all')}
-    depth = {s: by_depth(predictions[s][0], ok[s]) for s in ('none', 'all')}
-    lines = ['exact match by chain length (depth of the derivation): in training names / unseen names']
-    pct = lambda s, d, w: f"{depth[s][d][0]:{w}.1%}" if d in depth[s] else f"{'-':>{w}}"  # small --eval-n
-    trained = cfg.trained_depth()          # a short run's curriculum may end before --max-depth
-    label = lambda d: f'depth {d}' + (f' ({d - trained} beyond training)' if d > trained else '')
-    lines += [f"  {label(d):<28}{pct('none', d, 7)} / {pct('all', d, 6)}   "
-              f"({depth['none'].get(d, (0, 0))[1]} / {depth['all'].get(d, (0, 0))[1]} problems)"
-              for d in sorted(set(depth['none']) | set(depth['all']))]
-    lines += [f"  {label(cfg.max_depth + d):<28}{shapes[name]['none']:7.1%} / {shapes[name]['all']:6.1%}"
-              for d, name in longer_sets(cfg, shapes).items()]
-    return '\n'.join(lines)
-
-
-def run_name(cfg):
-    """The switches of a run, e.g. 'copy-attn + freeze-emb' ('standard' if none)."""
-    on = [('no-identity', not cfg.identity), ('copy-attn', cfg.copy_attn and cfg.copy_form == 'residual'),
-          ('copy-pointer', cfg.copy_attn and cfg.copy_form == 'pointer'), ('freeze-emb', cfg.freeze_emb),
-          ('freeze-unused', cfg.freeze_unused), ('untied', not cfg.tie_emb),
-          (f'forget-every {cfg.forget_every}', cfg.forget_every),
-          (f'until {cfg.forget_until}', cfg.forget_every and cfg.forget_until),
-          (f'emb-lr {cfg.emb_lr:g}', cfg.emb_lr != 1 and not cfg.freeze_emb)]
-    return ' + '.join(name for name, flag in on if flag) or 'standard'
-
-
-def attention_summary(cfg):
-    """What the run's attention has, in words: 'identity terms on, copy attention off'."""
-    return (f"identity terms {'on' if cfg.identity else 'off'}, "
-            f"copy attention {cfg.copy_form + ' form' if cfg.copy_attn else 'off'}")
+# outputs: the plan, the mistakes, the plots, the checkpoint, the output folder
 
 
 def peak_memory():
@@ -1664,8 +1701,8 @@ def in_workers(fn, jobs, workers):
 
 # one common setting for every row: the demo's task and training (problems of every shape, rules of one or
 # two premises, broken paths, Muon and its schedule) on shallower derivations (depth 1-2), with 4 layers of
-# 4 heads, chains as drawn, at most 4 facts, 3 dead and 2 side rules (the demo's before issue 57) and 3000
-# steps, what the frozen row needs to reach about 90% (the notebook's probes): a seed of every row took
+# 4 heads, chains as drawn, at most 4 facts, 3 dead and 2 side rules (the demo's earlier task) and 3000
+# steps, what the frozen row needs to reach about 90%: a seed of every row took
 # about 108 min on 2 CPU cores in float32, both 3 h 37 min (spread them with --shard, or add the second
 # seed later with --resume); --quick, for a class: six rows, one seed, 1000 steps. Every row differs from
 # the first only in the paper's switches (grid_rows).
@@ -1703,40 +1740,6 @@ def grid_rows(base, quick=False, only=None):
     pools = [(f'{run_name(r)}, {n} symbols', replace(r, n_symbols=n))       # diversity: fewer training names
              for n in GRID_POOLS for r in (c(), c(freeze_emb=True))]
     return [(run_name(r), r) for r in rows] + pools
-
-
-def hold_unused_rows(model, vocab):
-    """--freeze-unused, the practitioner's question (a real model reserves tokens never a target): only the
-    rows of the tokens training never asks the model to write (the unseen names, <pad>, the prompt's signs)
-    keep their orthogonal init; the rest train. Returns what puts those rows back after each step, so that
-    neither the gradient nor weight decay moves them."""
-    rows = torch.tensor(vocab.never_target_ids, device=model.lm_head.weight.device)
-    kept = [(w, w[rows].clone()) for w in model.embeddings()]
-
-    @torch.no_grad()
-    def hold():
-        for w, rows_at_init in kept:
-            w[rows] = rows_at_init
-    return hold
-
-
-def slow_name_rows(adamw, model, rows, share):
-    """--emb-lr: the names' rows (`rows`, x.. and u..) of the (un)embeddings move `share` times as far as
-    AdamW moves them; the signs' rows ('->', '.', T, F, ...) at the full rate. Adam's step does not depend
-    on the rate, so shortening it afterwards is AdamW at `share` times the rate for those rows, weight decay
-    included. Resets need it: at the full rate AdamW lines re-drawn rows up within one interval."""
-    rows, before = torch.tensor(rows, device=model.lm_head.weight.device), []
-
-    @torch.no_grad()
-    def remember(*_):
-        before[:] = [w[rows].clone() for w in model.embeddings()]
-
-    @torch.no_grad()
-    def shorten(*_):
-        for w, old in zip(model.embeddings(), before):
-            w[rows] = old + share * (w[rows] - old)
-    adamw.register_step_pre_hook(remember)
-    adamw.register_step_post_hook(shorten)
 
 
 def mean_range(xs, fmt):
