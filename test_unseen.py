@@ -1609,6 +1609,18 @@ def test_the_readmes_code_map_points_at_the_functions_it_names():
     assert ranges[-1][1] == len(src)
 
 
+def test_matplotlibs_first_import_adds_no_warning_to_the_output(tmp_path):
+    """On a machine where matplotlib has no font cache yet, its first import builds one and (after 5 s, made
+    at once here) logs a warning: in class it landed in the middle of the real model's output."""
+    code = ('import threading; timer = threading.Timer\n'
+            'threading.Timer = lambda seconds, f: timer(0, f)\n'
+            'import unseen, time; unseen.pyplot(); time.sleep(0.5)')
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd=os.getcwd(),
+                       env={**os.environ, 'MPLCONFIGDIR': str(tmp_path)})
+    assert r.returncode == 0 and os.listdir(tmp_path), r.stderr      # the cache was built here
+    assert r.stderr == '', r.stderr
+
+
 def test_the_papers_path_reads_straight_through():
     """Nothing defined before main() in unseen.py uses a function, class or constant defined after it: a
     reader of the path meets every name before its use (main itself dispatches to what follows)."""

@@ -24,6 +24,7 @@ import ctypes
 import hashlib
 import itertools
 import json
+import logging
 import math
 import multiprocessing as mp
 from multiprocessing.connection import wait
@@ -1243,10 +1244,16 @@ def mistakes(model, vocab, scenario, predictions, n=3):
 
 
 def pyplot():
-    """matplotlib without a screen (imported only when a figure is drawn)."""
+    """matplotlib without a screen (imported only when a figure is drawn). Its first import on a machine
+    builds a font cache and, after 5 s, logs a warning that lands in the middle of our output: not shown."""
     import matplotlib
     matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
+    fonts = logging.getLogger('matplotlib.font_manager')
+    level, _ = fonts.level, fonts.setLevel(logging.ERROR)
+    try:
+        import matplotlib.pyplot as plt
+    finally:
+        fonts.setLevel(level)
     return plt
 
 
