@@ -1436,9 +1436,18 @@ def test_problems_counts_those_beyond_training(trained, tmp_path):
                                         'this problem has a rule with 2 premises (training: at most 1))')
 
 
+GUIDES = ('README.md', 'docs/teaching.md')       # the user's guide and the class hour: what they quote
+
+
+def guides_text():
+    """The README and the class hour's guide, one after the other (a quoted block or table lives in either)."""
+    here = os.path.dirname(__file__) or '.'
+    return '\n'.join(open(os.path.join(here, path)).read() for path in GUIDES)
+
+
 def readme_asks():
-    """Every `--ask` the README shows on a shipped checkpoint: (checkpoint, problem, the lines it prints)."""
-    text = open(os.path.join(os.path.dirname(__file__) or '.', 'README.md')).read()
+    """Every `--ask` the guides show on a shipped checkpoint: (checkpoint, problem, the lines it prints)."""
+    text = guides_text()
     found = []
     asked = r"\$ python unseen.py --ckpt (assets/\S+\.pt) --ask '([^']+)'\n\n((?:(?:    .*)?\n)+)"
     for m in re.finditer(asked, text):
@@ -1483,9 +1492,9 @@ def md_table(lines):
 
 
 def readme_table(marker):
-    """The header and rows of the first table after `<!-- table: MARKER -->` in the README (found by the
+    """The header and rows of the first table after `<!-- table: MARKER -->` in the guides (found by the
     marker, so a renamed heading does not lose it)."""
-    text = open(os.path.join(os.path.dirname(__file__) or '.', 'README.md')).read()
+    text = guides_text()
     return md_table(text[text.index(f'<!-- table: {marker} -->'):].split('\n'))
 
 
@@ -1560,11 +1569,11 @@ def test_shipped_checkpoints_reproduce_the_readmes_shapes_and_lengths_tables():
 
 
 def test_the_class_path_quotes_what_the_shipped_checkpoints_print():
-    """The lines the README's class path quotes (log lines and the two verdicts) are lines the shipped
-    checkpoints print: the verdicts from their stored histories, the log lines too."""
-    text = open('README.md').read()
+    """The lines the class hour quotes from the two checkpoints (their verdicts, whole) are lines the shipped
+    checkpoints print: the verdicts from their stored histories, and their log lines."""
+    text = guides_text()
     quoted = []
-    for marker in ('class path', 'demo log'):
+    for marker in ('class path',):
         block = text[text.index(f'<!-- quoted: {marker} -->'):].split('\n')[2:]
         block = block[:next(i for i, line in enumerate(block) if line and not line.startswith('    '))]
         quoted += [line[4:] for line in block if line.startswith('    ')]
@@ -1575,9 +1584,43 @@ def test_the_class_path_quotes_what_the_shipped_checkpoints_print():
         said = U.verdict(cfg, stored['history'], 'all', stored['shapes'])
         printed += said.splitlines()
         printed += [U.progress_line(h, cfg.steps) for h in stored['history']]      # the run's log
-    assert len(quoted) >= 14         # two log lines, the two verdicts whole
+    assert len(quoted) >= 12         # the two verdicts whole
     missing = [line for line in quoted if line.strip() not in {p.strip() for p in printed}]
     assert not missing, missing
+
+
+def markdown_anchors(path):
+    """The anchors GitHub gives the headings of a markdown file: lower case, punctuation dropped, spaces as
+    '-', a repeated heading numbered (-1, -2, ...); headings inside code blocks are not headings."""
+    anchors, seen, fenced = set(), {}, False
+    for line in open(path).read().splitlines():
+        fenced ^= line.startswith('```')
+        if fenced or not re.match(r'#{1,6} ', line):
+            continue
+        slug = re.sub(r'[^\w\- ]', '', line.lstrip('#').strip().lower()).replace(' ', '-')
+        anchors.add(slug if slug not in seen else f'{slug}-{seen[slug]}')
+        seen[slug] = seen.get(slug, 0) + 1
+    return anchors
+
+
+LINKED = ('README.md', 'docs/teaching.md', 'docs/experiments.md', 'docs/history.md')
+
+
+@pytest.mark.parametrize('path', LINKED)
+def test_every_link_of_the_guides_and_the_notebook_resolves(path):
+    """Every relative link (and picture) of the README, the class hour, the notebook and its history leads to
+    a file of the repository, and every #anchor to a heading of its file."""
+    text = open(path).read()
+    targets = re.findall(r'\]\(([^)\s]+)\)', text) + re.findall(r'<img src="([^"]+)"', text)
+    broken = []
+    for target in targets:
+        if re.match(r'[a-z]+:', target):       # https: the world outside, not this repository
+            continue
+        file, _, anchor = target.partition('#')
+        linked = os.path.normpath(os.path.join(os.path.dirname(path), file)) if file else path
+        if not os.path.exists(linked) or (anchor and anchor not in markdown_anchors(linked)):
+            broken.append(target)
+    assert len(targets) > 3 and not broken, broken
 
 
 def test_the_readmes_code_map_points_at_the_functions_it_names():
