@@ -874,6 +874,15 @@ def keep_freed_memory():
         pass
 
 
+def release_freed_memory():
+    """What the heap holds free goes back to the system (glibc's malloc_trim), at each evaluation: what
+    training freed would otherwise add to the peak of the evaluations and plots that follow."""
+    try:
+        ctypes.CDLL('libc.so.6').malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def step_flops(cfg, B, T, targets, vocab_size):
     """FLOPs of the matrix products of one training step, forward and backward, as torch's FlopCounterMode
     counts them (nanoGPT's estimate_mfu, for this model): a batch of B problems of T tokens with `targets`
@@ -956,6 +965,7 @@ def train(cfg, log=print, predictions=None):
             before = before_reset(model, vocab, sets, cfg) if evaluating else {}   # (and the rows before it)
             forget_embeddings(model, optimizer, vocab.name_ids)
         if evaluating:
+            release_freed_memory()
             t = time.time()
             acc = evaluate(model, vocab, sets, cfg.device, predictions)
             clock['eval_seconds'] += time.time() - t
@@ -1036,6 +1046,7 @@ def main(argv=None):
         stopped(e, out, created)
     wall, ckpt = time.time() - t0, os.path.join(out, 'ckpt.pt')
     save_checkpoint(ckpt, model, cfg, history)       # at once: what was trained is kept, come what may
+    release_freed_memory()
     try:
         shapes = evaluate_shapes(model, vocab, shape_sets(cfg, vocab), cfg.device)
     except KeyboardInterrupt as e:
