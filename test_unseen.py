@@ -1105,12 +1105,50 @@ def test_a_resetting_run_saves_and_judges_the_model_just_reset(tmp_path, monkeyp
             '--n-embd', '32', '--n-layer', '1', '--out', str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert len(drawn) == 3                                            # after steps 7, 14 and 20 (the last)
-    ckpt = torch.load(tmp_path / 'ckpt.pt')
-    assert torch.equal(ckpt['model']['lm_head.weight'], drawn[-1])
+    ckpt, names = torch.load(tmp_path / 'ckpt.pt'), L.Vocab(U.Config().n_symbols).name_ids
+    assert torch.equal(ckpt['model']['lm_head.weight'][names], drawn[-1][names])   # (--ema: the signs' rows
     assert "(evaluated just after a reset of the names' rows, as saved)" in r.stdout
     assert re.search(r'^step    20 \|.*\| just reset \(before: all +[\d.]+%, cos unseen [\d.-]+\)', r.stdout,
                      re.M)
     assert "re-drawn every 7 steps, the last on the final step" in r.stdout
+
+
+@pytest.mark.parametrize('decay', [0.0, 0.8])
+def test_the_model_judged_and_returned_is_the_moving_average_of_the_weights(monkeypatch, decay):
+    """--ema: the model train() evaluates and returns is p_avg <- p_avg + (1 - decay) (p - p_avg) over the
+    weights after every step, from the initial ones; the model trained goes on as without it (the same
+    losses); --ema 0 returns the last weights themselves. A reset on the last step restarts the names' rows
+    of the average from the fresh draw."""
+    after, step = [], U.train_step
+
+    def spy(model, optimizer, x, y):
+        if not after:
+            after.append([p.detach().clone() for p in model.parameters()])       # the initial weights
+        loss = step(model, optimizer, x, y)
+        after.append([p.detach().clone() for p in model.parameters()])
+        return loss
+    monkeypatch.setattr(U, 'train_step', spy)
+    monkeypatch.setattr(U, 'stage_seconds', lambda cfg, *a: dict.fromkeys(range(1, cfg.max_depth + 1), 1.0))
+    cfg = replace(TINY, steps=12, eval_every=6, ema=decay)                          # (the clock's probe: off)
+    model, _, h = U.train(cfg, log=lambda s: None)
+    expected = [p.clone() for p in after[0]]
+    for weights in after[1:]:
+        expected = [e + (1 - decay) * (w - e) for e, w in zip(expected, weights)]
+    got = [p.detach() for p in model.parameters()]
+    assert all(torch.allclose(g, e, atol=1e-6) for g, e in zip(got, expected))
+    assert all(torch.equal(g, w) for g, w in zip(got, after[-1])) == (decay == 0)   # not the last ones
+    monkeypatch.setattr(U, 'train_step', step)
+    _, _, plain = U.train(replace(cfg, ema=0.0), log=lambda s: None)
+    assert [r['loss'] for r in h[1:]] == [r['loss'] for r in plain[1:]]
+    vocab = L.Vocab(cfg.n_symbols)                           # the last evaluation was of the returned model
+    assert h[-1]['cos_unseen'] == U.rows_stats(model, vocab)['cos_unseen']
+    assert h[-1]['all'] == U.evaluate(model, vocab, U.eval_sets(cfg, vocab))['all']
+    drawn = []
+    forget = U.forget_embeddings
+    monkeypatch.setattr(U, 'forget_embeddings', lambda m, *a: forget(m, *a) or drawn.append(
+        m.lm_head.weight.detach().clone()))
+    reset, _, _ = U.train(replace(cfg, forget_every=cfg.steps), log=lambda s: None)
+    assert torch.equal(reset.lm_head.weight[vocab.name_ids], drawn[-1][vocab.name_ids])
 
 
 def test_same_seed_same_losses():
@@ -1831,6 +1869,8 @@ def test_a_bad_problems_file_gets_one_line_naming_it(trained, tmp_path, content,
     (['--steps', 'ten'], "invalid int value: 'ten'"),
     (['--freeze-emb', '--forget-every', '100'], 'contradict'),
     (['--forget-until', '500'], '--forget-until needs --forget-every'),
+    (['--ema', '1'], '--ema 1: the average would never leave the initial weights'),
+    (['--ema', '-0.5'], '--ema -0.5: must be a number in [0, 1]'),
     (['--n-embd', '30', '--n-head', '4'], 'divisible'),
     (['--max-premises', '4'], '--max-premises must be 1, 2 or 3'),
     (['--max-depth', '200'], 'the unseen pool has 100'),

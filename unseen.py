@@ -95,6 +95,8 @@ class Config:
     decay: float = None        # wsd: the share of the steps, at the end, over which the rate decays
     lr_floor: float = 0.1      # the rate at the end, as a share of the full rate (both schedules)
     grad_clip: float = 0.0     # clip the gradient's global norm at this (0: never)
+    ema: float = None          # the model evaluated and saved: a moving average of the weights with this
+                               # decay, updated after every step (0: the last weights; None: by layout)
     # evaluation and logging
     eval_every: int = 500
     eval_n: int = 500          # test problems per scenario
@@ -152,13 +154,16 @@ FINAL_EVALS = dict(shapes=3, template=1)   # the held-out shapes' evaluation aft
 EVAL_SCORES = 1 << 23   # evaluation: problems per forward pass so one (n, nh, T, T) tensor of scores
                         # holds at most this many numbers (32 MB; eval_chunk)
 # what each layout needs. Problems of every shape take six layers of eight heads, more and larger batches,
-# Muon, rules of two premises, chains of every length as often (--balance), and --shift 2 (training from
-# rows 0 and 2, testing from row 2, puts even the shortest answer where training put some); one layout not.
+# Muon, rules of two premises, chains of every length as often (--balance), --shift 2 (training from rows
+# 0 and 2, testing from row 2, puts even the shortest answer where training put some), and a moving average
+# of the weights (--ema: seeds that end a few points apart land within about one); one layout not.
 LAYOUT_DEFAULTS = {
     'shapes': dict(steps=4500, batch_size=128, n_layer=6, shift=2, optimizer='muon', lr=1e-2, decay=0.4,
-                   n_head=8, curriculum=250, balance=True, max_premises=logic_data.PREMISES['shapes']),
+                   n_head=8, curriculum=250, balance=True, max_premises=logic_data.PREMISES['shapes'],
+                   ema=0.99),
     'template': dict(steps=4000, batch_size=64, n_layer=3, shift=0, optimizer='adamw', lr=2e-3, decay=0.25,
-                     n_head=4, curriculum=500, balance=False, max_premises=logic_data.PREMISES['template'])}
+                     n_head=4, curriculum=500, balance=False, max_premises=logic_data.PREMISES['template'],
+                     ema=0.0)}
 
 # -----------------------------------------------------------------------------
 # the model: nanoGPT, with identity terms and copy attention
@@ -402,11 +407,14 @@ def freeze_embeddings(model):
 
 
 @torch.no_grad()
-def forget_embeddings(model, optimizer, rows):
+def forget_embeddings(model, optimizer, rows, averaged=None):
     """Active forgetting (Chen et al. 2023) of the names' rows (`rows`: Vocab.name_ids): a fresh orthogonal
-    draw, their AdamW state zeroed. The signs ('->', '.', T, F, ...) keep theirs: re-drawn too, the model
-    learns to read the problem again every K steps (0% just after such a reset)."""
+    draw, their AdamW state zeroed, and (--ema) their average restarted from the draw. The signs ('->', '.',
+    T, F, ...) keep theirs: re-drawn too, the model learns to read the problem again every K steps (0%
+    just after such a reset)."""
     init_embeddings(model, rows)
+    for avg, w in zip(averaged.embeddings() if averaged is not None else [], model.embeddings()):
+        avg[rows] = w[rows]
     for w in model.embeddings():
         for k, v in optimizer.state.get(w, {}).items():   # exp_avg, exp_avg_sq (their rows); step is shared
             if k != 'step':
@@ -862,6 +870,17 @@ def train_step(model, optimizer, x, y):
     return loss.item()
 
 
+@torch.no_grad()
+def average_weights(averaged, model, decay):
+    """--ema: each weight of `averaged` moves (1 - decay) of the way to the model's, p_avg += (1 - decay)
+    (p - p_avg), after every step (Polyak averaging, as an exponential moving average): at 0.99 it averages
+    about the last hundred steps, where the weights still jitter from batch to batch."""
+    if averaged is model:      # --ema 0: the last weights
+        return
+    for avg, p in zip(averaged.parameters(), model.parameters()):
+        avg.lerp_(p, 1 - decay)
+
+
 def keep_freed_memory():
     """glibc's malloc (Linux) hands each freed block above a threshold back to the system and takes it
     again, page by page, at the next allocation: a step's attention scores (tens of MB) spent about a fifth
@@ -952,6 +971,7 @@ def train(cfg, log=print, predictions=None):
     keep_freed_memory()
     vocab, model = logic_data.Vocab(cfg.n_symbols), make_model(cfg)
     optimizer = make_optimizer(model, cfg)
+    averaged = copy.deepcopy(model) if cfg.ema else model     # the model evaluated and saved (Config.ema)
     if cfg.compile and compile_attention(model, log):
         log("the attention compiled (torch.compile; --compile off: as written)")
     data, sets = batches(random.Random(cfg.seed), cfg, vocab), eval_sets(cfg, vocab)
@@ -962,28 +982,29 @@ def train(cfg, log=print, predictions=None):
     for step in range(cfg.steps + 1):
         evaluating, before = step % cfg.eval_every == 0 or step == cfg.steps, {}
         if forgets_at(cfg, step):   # the reset first: a resetting run evaluates and saves a model just reset
-            before = before_reset(model, vocab, sets, cfg) if evaluating else {}   # (and the rows before it)
-            forget_embeddings(model, optimizer, vocab.name_ids)
+            before = before_reset(averaged, vocab, sets, cfg) if evaluating else {}   # (and the rows before)
+            forget_embeddings(model, optimizer, vocab.name_ids, averaged)
         if evaluating:
             release_freed_memory()
             t = time.time()
-            acc = evaluate(model, vocab, sets, cfg.device, predictions)
+            acc = evaluate(averaged, vocab, sets, cfg.device, predictions)
             clock['eval_seconds'] += time.time() - t
             clock['evals'] += 1
             loss = sum(losses) / len(losses) if losses else float('nan')      # step 0: nothing trained yet
             ms = 1000 * sum(seconds) / max(1, len(seconds))
-            history.append(dict(step=step, loss=loss, **acc, **rows_stats(model, vocab), **before,
+            history.append(dict(step=step, loss=loss, **acc, **rows_stats(averaged, vocab), **before,
                                 ms_per_step=ms, share=sum(flops) / max(1e-9, sum(seconds)) / rate,
                                 elapsed=time.time() - t0, left=time_left(cfg, step, stages, **clock)))
             log(progress_line(history[-1], cfg.steps))
             losses, seconds, flops = [], [], []
         if step == cfg.steps:
-            return model, vocab, history
+            return averaged, vocab, history
         set_lr(optimizer, cfg, step)
         t = time.time()
         x, y = next(data)
         losses.append(train_step(model, optimizer, x, y))
         hold()
+        average_weights(averaged, model, cfg.ema)
         if not math.isfinite(losses[-1]):   # diverged: no checkpoint, no verdict on garbage
             raise FloatingPointError(f"the loss became {losses[-1]} at step {step + 1} (try a smaller --lr)")
         seconds.append(time.time() - t)
@@ -1131,6 +1152,9 @@ def plan(cfg, out):
     if cfg.emb_lr != 1 and not cfg.freeze_emb:
         rates += f" (the names' rows {cfg.lr * cfg.emb_lr:g}: --emb-lr {cfg.emb_lr:g})"
     lines.append(f"{rates}: a {cfg.warmup}-step warmup, {decay} (--schedule {cfg.schedule})")
+    if cfg.ema:
+        lines.append(f"evaluated and saved: a moving average of the weights, decay {cfg.ema:g} (about the last "
+                     f"{1 / (1 - cfg.ema):.0f} steps; --ema 0: the last weights)")
     if cfg.forget_every:
         until = f" until step {cfg.forget_until}" if cfg.forget_until and cfg.forget_until < cfg.steps else \
             ", the last on the final step: the model evaluated and saved is one just reset"
@@ -1719,13 +1743,13 @@ def in_workers(fn, jobs, workers):
 
 # one common setting for every row: the demo's task and training (problems of every shape, rules of one or
 # two premises, broken paths, Muon and its schedule) on shallower derivations (depth 1-2), with 4 layers of
-# 4 heads, chains as drawn, at most 4 facts, 3 dead and 2 side rules (the demo's earlier task) and 3000
-# steps, what the frozen row needs to reach about 90%: a seed of every row took
+# 4 heads, chains as drawn, at most 4 facts, 3 dead and 2 side rules (the demo's earlier task), 3000 steps
+# and the last weights (no --ema), what the frozen row needs to reach about 90%: a seed of every row took
 # about 108 min on 2 CPU cores in float32, both 3 h 37 min (spread them with --shard, or add the second
 # seed later with --resume); --quick, for a class: six rows, one seed, 1000 steps. Every row differs from
 # the first only in the paper's switches (grid_rows).
 GRID = dict(n_symbols=5000, max_depth=2, n_layer=4, n_head=4, balance=False, max_facts=4, max_dead=3,
-            max_side=2, steps=3000, eval_every=500, eval_n=500)
+            max_side=2, steps=3000, eval_every=500, eval_n=500, ema=0.0)
 GRID_QUICK = dict(GRID, steps=1000, eval_n=300)
 GRID_FORGET_EVERY = 100                          # resets every K steps: all through, or until halfway
 GRID_EMB_LR = 0.1                                # ... with the names' rows at a tenth of the rate (--emb-lr)
@@ -1894,6 +1918,7 @@ def read_run(raw):
     r['config'].setdefault('max_facts', 4)            # ... and one from before --max-facts drew 1-4 facts
     r['config'].setdefault('max_dead', 3)             # ... and 0-3 dead rules
     r['config'].setdefault('max_side', 2)             # ... and 0-2 side rules
+    r['config'].setdefault('ema', 0.0)                # ... and judged the last weights
     return r if all(0 <= r[k] <= 1 for k in numbers[4:]) else None
 
 
@@ -2362,6 +2387,8 @@ def parse_args(argv=None):
       'the full rate')
     a('--weight-decay', type=float, default=d.weight_decay, help='AdamW decay, (un)embeddings included')
     a('--grad-clip', type=float, default=d.grad_clip, help='clip the global gradient norm (0: never)')
+    a('--ema', type=float, default=None, help=by_layout('ema') + ': the model evaluated and saved is a moving '
+      'average of the weights with this decay, updated after every step (0: the last weights)')
     a('--eval-every', type=int, default=d.eval_every)
     a('--eval-n', type=int, default=d.eval_n, help='test problems per scenario')
     a('--seed', type=int, default=d.seed)
@@ -2490,7 +2517,7 @@ def config_error(c):
     open_low = ('lr', 'emb_lr', 'muon_lr', 'emb_norm', 'decay')   # zero trains nothing; nan and inf fail all
     ranges = (('lr', 0, 1), ('emb_lr', 0, 100), ('muon_lr', 0, 1), ('weight_decay', 0, 10),
               ('grad_clip', 0, 1000), ('identity_a', -100, 100), ('identity_b', -100, 100),
-              ('emb_norm', 0, 100), ('decay', 0, 1), ('lr_floor', 0, 1), ('broken', 0, 1))
+              ('emb_norm', 0, 100), ('decay', 0, 1), ('lr_floor', 0, 1), ('broken', 0, 1), ('ema', 0, 1))
     highs = (('n_symbols', 100_000), ('n_embd', 2048), ('n_layer', 48), ('batch_size', 4096),
              ('eval_n', 20_000), ('steps', 10_000_000), ('shift', 1000))
     if c.layout not in logic_data.LAYOUTS:
@@ -2516,6 +2543,7 @@ def config_error(c):
         *[(number(k) < 0, f'{flag(k)} must be >= 0')
           for k in ('forget_every', 'forget_until', 'curriculum')],
         (number('shift') < 0, '--shift must be >= 0'),
+        (number('ema') == 1, '--ema 1: the average would never leave the initial weights (0: the last ones)'),
         (c.shift is not None and c.shift > 0 and c.positions != 'learned',
          '--shift moves rows of the learned position table: it needs --positions learned'),
         (not 0 <= c.seed < 2 ** 63, f'--seed {c.seed}: must be in [0, 2^63)'),

@@ -8,7 +8,8 @@ It appends one JSON line per set of weights to runs.jsonl: the last weights ('la
 EMA (default 0.99,0.995), an exponential moving average of the weights kept from step 0 (p_avg <- p_avg +
 (1 - decay) (p - p_avg) after every optimiser step). Each line has the three scenarios, the held-out shapes
 and arbitrary problems in both kinds of names, exact match by depth in unseen names (1-4, then 1 / 2 / 4
-beyond training), the unseen-row cosine and, for the last weights, the run's curve (step, all).
+beyond training), the unseen-row cosine and, for the last weights, the run's curve (step, all). The run
+itself keeps the last weights (--ema 0): the averages here are the probe's.
 """
 import json
 import os
@@ -23,7 +24,7 @@ DECAYS = [float(d) for d in os.environ.get('EMA', '0.99,0.995').split(',') if d]
 
 
 def main(out, argv):
-    cfg = U.config_from_args(U.parse_args(argv))
+    cfg = U.replace(U.config_from_args(U.parse_args(argv)), ema=0.0)   # its own averages, of the last weights
     averages = {}                                     # id(model): {decay: [tensors]}; the run's model only
     step = U.train_step
 
