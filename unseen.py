@@ -933,24 +933,31 @@ def matmul_rate(cfg, seconds=0.3):
     return 2 * a.size(0) * a.size(1) * b.size(1) * (n - 2) / (time.time() - t0)
 
 
-def stage_seconds(cfg, model, vocab, groups=3):
-    """Seconds a training step takes at each curriculum depth (1..max_depth), timed here on a copy of the
-    model: `groups` steps on batches drawn as training draws them at that stage (grouped by length), after
-    one to warm up. The run's clock counts the steps still to come at their stage's cost (time_left)."""
+def stage_seconds(cfg, model, vocab, rounds=4):
+    """Seconds a training step takes at each curriculum depth (1..max_depth), its batch's drawing included,
+    timed here on a copy of the model: at each depth `rounds` batches drawn and grouped by length as
+    training draws them, then `rounds` rounds of one step at every depth in turn (a moment the machine is
+    busy falls on every depth alike), after one round to warm up. The run's clock counts the steps still to
+    come at their stage's cost (time_left): the short problems come first."""
     probe = copy.deepcopy(model)
-    optimizer, rng, cost = make_optimizer(probe, cfg), random.Random(cfg.seed + 777), {}
+    optimizer, rng = make_optimizer(probe, cfg), random.Random(cfg.seed + 777)
+    depths = range(1, cfg.max_depth + 1)
+    drawn, cost = {}, {}                        # each depth's batches, and its seconds a step
     with torch.random.fork_rng(devices=[]):     # the run draws what it would draw without this
-        for d in range(1, cfg.max_depth + 1):
-            gen = cfg.gen_config((d - 1) * cfg.curriculum)
+        for d in depths:
+            t, gen = time.time(), cfg.gen_config((d - 1) * cfg.curriculum)
             seqs = sorted((vocab.encode(logic_data.generate(rng, gen, vocab.train_names))
-                           for _ in range(groups * cfg.batch_size)), key=lambda s: len(s[0]))
-            batches = [pad_batch(seqs[i * cfg.batch_size:(i + 1) * cfg.batch_size], vocab.pad, cfg.device)
-                       for i in range(groups)]
-            train_step(probe, optimizer, *batches[-1])          # to warm up: the depth's shapes, a compile
-            t = time.time()
-            for x, y in batches:
-                train_step(probe, optimizer, x, y)
-            cost[d] = (time.time() - t) / groups
+                           for _ in range(rounds * cfg.batch_size)), key=lambda s: len(s[0]))
+            drawn[d] = [pad_batch(seqs[i * cfg.batch_size:(i + 1) * cfg.batch_size], vocab.pad, cfg.device)
+                        for i in range(rounds)]
+            cost[d] = (time.time() - t) / rounds            # drawing a batch
+        for d in depths:                    # to warm up: each depth's longest batch (a compile, the heap)
+            train_step(probe, optimizer, *drawn[d][-1])
+        for r in range(rounds):
+            for d in depths:
+                t = time.time()
+                train_step(probe, optimizer, *drawn[d][r])
+                cost[d] += (time.time() - t) / rounds
     return cost
 
 
