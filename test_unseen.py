@@ -677,12 +677,13 @@ def test_pointer_copy_emits_a_token_whose_row_equals_anothers():
 def test_identity_terms_match_and_copy_with_no_learned_weights():
     """With W_Q = W_K = W_V = W_O = 0, a head with a = b = 1 still attends to the tokens equal to the
     current one and passes them on: the match-and-copy the standard model must otherwise learn."""
-    cfg = replace(TINY, identity=True, identity_a=1.0, identity_b=1.0)
+    cfg = replace(TINY, identity=True)
     attn = U.CausalSelfAttention(cfg)
     for w in (attn.c_attn.weight, attn.c_attn.bias, attn.c_proj.weight, attn.c_proj.bias):
         w.data.zero_()
     with torch.no_grad():
         attn.id_a.fill_(30.0)                             # a sharp match
+        attn.id_b.fill_(1.0)
     x = torch.nn.functional.normalize(torch.randn(1, 8, cfg.n_embd), dim=-1) * cfg.n_embd ** 0.5
     x[0, 6] = x[0, 2]                                     # position 6 repeats the token at position 2
     y = attn(x)
@@ -696,9 +697,10 @@ def test_identity_terms_at_zero_are_the_standard_model_and_are_trained():
     plain_cfg = replace(TINY, identity=False)
     torch.manual_seed(0)
     plain = U.GPT(plain_cfg, len(L.Vocab(TINY.n_symbols)))
-    ident = U.GPT(replace(TINY, identity=True, identity_a=0.0, identity_b=0.0),
-                  len(L.Vocab(TINY.n_symbols)))
+    ident = U.GPT(replace(TINY, identity=True), len(L.Vocab(TINY.n_symbols)))
     missing = ident.load_state_dict(plain.state_dict(), strict=False).missing_keys
+    for block in ident.transformer.h:
+        block.attn.id_a.data.zero_()
     assert sorted(missing) == sorted(f'transformer.h.{i}.attn.id_{c}'
                                      for i in range(TINY.n_layer) for c in 'ab')
     idx = torch.randint(0, 40, (2, 12))
@@ -864,52 +866,25 @@ def test_a_short_run_decays_after_its_warmup_as_its_plan_says(tmp_path):
 
 
 def test_lr_warms_up_then_decays_to_its_floor():
-    """The schedule's share of the full rate. cosine: decays from the end of the warmup on; wsd (the
-    default): holds the full rate, then decays linearly over the last --decay of the steps (TINY's quarter);
-    both end at --lr-floor of the full rate (here a tenth)."""
-    cfg = replace(TINY, warmup=10, steps=110, schedule='cosine')
-    lrs = [U.lr_factor(cfg, s) for s in range(cfg.steps)]
-    assert lrs[0] == pytest.approx(0.1) and lrs[9] == 1.0                        # linear warm-up
-    assert lrs[10] == 1.0 and lrs[60] == pytest.approx(0.55)                     # cosine: half-way
-    assert all(a >= b for a, b in zip(lrs[10:], lrs[11:]))
-    assert U.lr_factor(cfg, cfg.steps) == pytest.approx(0.1)
-    assert U.lr_factor(cfg, 10 * cfg.steps) == pytest.approx(0.1)
-    assert U.Config().schedule == 'wsd'
-    cfg = replace(cfg, steps=120, schedule='wsd')
+    """The schedule's share of the full rate: a linear warm-up, the full rate, then a linear decay over
+    the last --decay of the steps (TINY's quarter) to --lr-floor of the full rate (here a tenth)."""
+    cfg = replace(TINY, warmup=10, steps=120)
     lrs = [U.lr_factor(cfg, s) for s in range(cfg.steps + 1)]
-    assert lrs[0] == pytest.approx(0.1) and lrs[9] == 1.0                        # the same warm-up
+    assert lrs[0] == pytest.approx(0.1) and lrs[9] == 1.0                        # linear warm-up
     assert lrs[10:91] == [1.0] * 81                                              # stable until step 90
     assert lrs[105] == pytest.approx(0.55) and lrs[120] == pytest.approx(0.1)    # linear: half-way, end
     assert all(a > b for a, b in zip(lrs[90:], lrs[91:]))
     assert U.lr_factor(cfg, 10 * cfg.steps) == pytest.approx(0.1)
     assert U.Config().lr_floor == U.Config(layout='template').lr_floor == 0.1
     assert U.config_error(replace(cfg, lr_floor=-0.5)) == '--lr-floor -0.5: must be a number in [0, 1]'
-    says = lambda **kw: re.search(r'then (?:linearly down to|a cosine decay to) ([^(]+) \(',
+    says = lambda **kw: re.search(r'then linearly down to ([^\n]+)\n',
                                   U.plan(replace(cfg, **kw), 'out')).group(1)    # the run's plan says so
-    assert (says(), says(lr_floor=0.0), says(lr_floor=0.25, schedule='wsd')) == ('a tenth', 'zero',
-                                                                                 '0.25 of it')
-    for schedule in ('wsd', 'cosine'):
-        low = replace(cfg, schedule=schedule, lr_floor=0.0)
-        lrs = [U.lr_factor(low, s) for s in range(low.steps + 1)]
-        assert lrs[10] == 1.0 and lrs[-1] == pytest.approx(0.0, abs=1e-12)
-        assert all(a >= b for a, b in zip(lrs[10:], lrs[11:]))
-        assert lrs[105 if schedule == 'wsd' else 65] == pytest.approx(0.5)   # half-way: half the rate
-
-
-def test_grad_clip_bounds_the_gradient_the_step_uses_and_is_off_by_default():
-    vocab = L.Vocab(TINY.n_symbols)
-    x, y = next(U.batches(random.Random(0), TINY, vocab))
-    norm = lambda m: torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in m.parameters()
-                                                           if p.grad is not None])).item()
-    model = U.make_model(TINY)
-    opt = U.make_optimizer(model, model.cfg)
-    U.train_step(model, opt, x, y)
-    assert norm(model) > 0.5                             # a fresh model's gradient: well above the clip below
-    model = U.make_model(replace(TINY, grad_clip=0.1))
-    opt = U.make_optimizer(model, model.cfg)
-    U.train_step(model, opt, x, y)
-    assert norm(model) == pytest.approx(0.1, rel=1e-4)   # what AdamW stepped on (the grads stay after step)
-    assert U.parse_args(['--grad-clip', '0.5']).grad_clip == 0.5 and U.Config().grad_clip == 0
+    assert (says(), says(lr_floor=0.0), says(lr_floor=0.25)) == ('a tenth', 'zero', '0.25 of it')
+    low = replace(cfg, lr_floor=0.0)
+    lrs = [U.lr_factor(low, s) for s in range(low.steps + 1)]
+    assert lrs[10] == 1.0 and lrs[-1] == pytest.approx(0.0, abs=1e-12)
+    assert all(a >= b for a, b in zip(lrs[10:], lrs[11:]))
+    assert lrs[105] == pytest.approx(0.5)                                        # half-way: half the rate
 
 
 @pytest.mark.parametrize('bf16', [False, True])
@@ -924,7 +899,6 @@ def test_command_line_defaults_are_configs_defaults_and_switches_set_one_thing(m
     assert cfg('--freeze-emb') == replace(U.Config(), freeze_emb=True)         # and no copy attention with it
     assert cfg('--untie-emb') == replace(U.Config(), tie_emb=False)
     assert cfg('--no-identity') == replace(U.Config(), identity=False)
-    assert cfg('--schedule', 'cosine') == replace(U.Config(), schedule='cosine')
     assert U.Config().positions == 'learned'
     assert cfg('--positions', 'rotary') == replace(U.Config(), positions='rotary')
     assert cfg('--copy-attn', '--copy-form', 'pointer') == replace(U.Config(), copy_attn=True,
@@ -1016,11 +990,11 @@ def test_emb_lr_scales_the_step_of_the_names_rows_alone():
 
 @pytest.mark.parametrize('tie', [True, False])
 def test_forgetting_redraws_the_names_rows_and_their_optimizer_state_and_nothing_else(tie):
-    """A reset re-draws every name's row (x.., u..: a fresh orthogonal draw at --emb-norm, not the start
+    """A reset re-draws every name's row (x.., u..: a fresh orthogonal draw, not the start
     again and not zeros) and zeroes those rows of their AdamW state; the signs' rows ('->', '.', T, F, ...)
     and their state are left as they were, and so is everything else. Untied, both matrices take the same
     rows, equal again as at the start."""
-    cfg = replace(TINY, emb_norm=2.5, tie_emb=tie)
+    cfg = replace(TINY, tie_emb=tie)
     vocab = L.Vocab(cfg.n_symbols)
     names, signs = vocab.name_ids, list(range(len(L.SPECIALS)))
     assert sorted(names + signs) == list(range(len(vocab)))            # every row is one or the other
@@ -1040,7 +1014,7 @@ def test_forgetting_redraws_the_names_rows_and_their_optimizer_state_and_nothing
         assert torch.equal(w[signs], w1[signs])                                   # the signs: untouched
         moved = ((w[names] - w1[names]).norm(dim=1) > 1e-3) & ((w[names] - w0[names]).norm(dim=1) > 1e-3)
         assert moved.all()                                                        # every name: re-drawn
-        assert w[names].norm(dim=1).mean().item() == pytest.approx(2.5, rel=0.1)
+        assert w[names].norm(dim=1).mean().item() == pytest.approx(1.0, rel=0.1)   # as at init
         assert abs(U.mean_pairwise_cosine(w[names])) < 0.01                       # spread out, as at init
         for k in ('exp_avg', 'exp_avg_sq'):
             assert opt.state[p][k][names].abs().sum() == 0
@@ -1903,21 +1877,16 @@ def test_a_bad_problems_file_gets_one_line_naming_it(trained, tmp_path, content,
     (['--lr', 'inf'], '--lr inf: must be a number in (0, 1]'),
     (['--lr', '1e30'], '--lr 1e+30: must be'),
     (['--weight-decay', 'nan'], '--weight-decay nan: must be'),
-    (['--emb-norm', '0'], '--emb-norm 0.0: must be'),
     (['--emb-lr', '0'], '--emb-lr 0.0: must be a number in (0, 100]'),
     (['--freeze-emb', '--emb-lr', '0.1'], '--emb-lr has nothing to train with --freeze-emb'),
     (['--n-embd', '1000000'], '--n-embd 1000000: at most 2048'),
     (['--copy-form', 'pointer'], '--copy-form goes with --copy-attn'),
-    (['--no-identity', '--identity-a', '0.5'], '--identity-a goes with --identity'),
-    (['--no-identity', '--identity-b', '1'], '--identity-b goes with --identity'),
     (['--curriculum', '-1'], '--curriculum must be >= 0'),
     (['--layout', 'template', '--muon-lr', '0.01'], '--muon-lr goes with --optimizer muon'),
     (['--optimizer', 'sgd'], "invalid choice: 'sgd'"),
-    (['--grad-clip', '-1'], '--grad-clip -1.0: must be a number in [0, 1000]'),
     (['--seed', str(2 ** 70)], f'--seed {2 ** 70}: must be in [0, 2^63)'),
     (['--seed', '-1'], '--seed -1: must be in [0, 2^63)'),
     (['--broken', '0.3', '--layout', 'template'], '--broken goes with --layout shapes'),
-    (['--schedule', 'cosine', '--decay', '0.3'], '--decay goes with --schedule wsd'),
 ])
 def test_bad_cli_input_exits_with_a_clear_message(args, complaint):
     r = run('unseen.py', *args)
@@ -2056,7 +2025,7 @@ def test_main_writes_checkpoint_plot_and_verdict(tmp_path):
     assert 'every depth 1-4 and shape from step 750' in U.plan(U.Config(), 'out')
     assert 'teacher-forced accuracy per target position (query): step 1 ' in r.stdout
     assert ("Muon 0.006 on the blocks' matrices, AdamW 0.01 on the rest: a 100-step warmup, which this "
-            '20-step run ends inside (--schedule wsd)') in r.stdout
+            '20-step run ends inside') in r.stdout
     assert re.search(r'^trained in \d+ min \d+ s, peak memory \d+\.\d GB$', r.stdout, re.M)
     assert (U.duration(839.6), U.duration(59.5), U.duration(61)) == ('14 min 0 s', '1 min 0 s', '1 min 1 s')
     assert "mistakes on 'query'" in r.stdout and 'solver:  ' in r.stdout
@@ -2126,7 +2095,7 @@ def test_grid_has_every_row_the_paper_table_needs():
     # each label says what its configuration is; every row trains with the demo's task and training (its
     # optimiser, schedule, curriculum, broken paths, conjunctions), on problems of every shape
     demo, grid = U.Config(), U.Config(**U.GRID)
-    recipe = ('schedule', 'optimizer', 'lr', 'muon_lr', 'curriculum', 'decay', 'broken', 'max_premises',
+    recipe = ('optimizer', 'lr', 'muon_lr', 'curriculum', 'decay', 'broken', 'max_premises',
               'layout', 'shift', 'weight_decay', 'warmup', 'batch_size')
     assert all(getattr(r, k) == getattr(demo, k) for r in rows.values() for k in recipe)
     assert all(r.n_layer == grid.n_layer and r.max_depth == grid.max_depth for r in rows.values())
@@ -3447,6 +3416,28 @@ def test_a_checkpoint_with_one_changed_weight_is_refused(trained, tmp_path):
         'edited file)']
     for shipped in ('assets/headline.pt', 'assets/standard.pt', 'assets/pointer.pt'):
         assert 'digest' in torch.load(shipped, weights_only=False)
+
+
+def test_a_stored_config_naming_a_retired_switch_loads_at_its_value_and_is_refused_at_another(tmp_path):
+    """Checkpoints and grid runs written while --grad-clip, --emb-norm, --identity-a/-b and --schedule were
+    switches store them: at the one value a run has now they load as before; at another, one line says
+    which switch is gone."""
+    ck = torch.load('assets/headline.pt')
+    for k, v in U.RETIRED.items():
+        ck['config'][k] = v
+    torch.save(ck, tmp_path / 'old.pt')
+    assert U.load_checkpoint(str(tmp_path / 'old.pt'))[2] == U.load_checkpoint('assets/headline.pt')[2]
+    ck['config']['grad_clip'] = 1.0
+    torch.save(ck, tmp_path / 'clipped.pt')
+    r = run('unseen.py', '--ckpt', str(tmp_path / 'clipped.pt'), '--ask', 'u1 . u1 -> u2 . ? u2')
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+        f'error: {tmp_path}/clipped.pt: its stored configuration is not one this unseen.py trains (--grad-clip '
+        '1.0: a switch this unseen.py no longer has)']
+    run_line = lambda **kw: json.dumps(dict(row='standard', seed=0, config=dict(n_symbols=5000, **kw), curve=[],
+                                            **dict.fromkeys(['cos_unseen', 'norm_unseen', 'norm_train', 'wall',
+                                                             *U.accuracy_keys(), 'held_none', 'held_all'], 0.5)))
+    assert 'identity_a' not in U.read_run(run_line(identity_a=1.0).encode())['config']
+    assert U.read_run(run_line(schedule='cosine').encode()) is None
 
 
 def test_a_checkpoint_whose_config_was_relabelled_is_refused(tmp_path):

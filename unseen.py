@@ -71,12 +71,9 @@ class Config:
     copy_attn: bool = False    # add the copy-attention layer (CopyAttention)
     copy_form: str = 'residual'  # its form: 'residual' or 'pointer'
     identity: bool = True      # identity terms in every attention head (CausalSelfAttention)
-    identity_a: float = 1.0    # a_h at the start (trained)
-    identity_b: float = 0.0    # b_h at the start (trained)
     tie_emb: bool = True       # unembedding = input embedding (GPT-2 style)
     positions: str = 'learned'  # a table (GPT-2), 'randomised' (Ruoss et al. 2023), 'rotary' (RoPE) or 'none'
     shift: int = None          # learned: training reads from row 0 or `shift` at random, tests from `shift`
-    emb_norm: float = 1.0      # mean row norm of the orthogonal (un)embeddings
     # the paper's switches on the (un)embeddings
     freeze_emb: bool = False   # orthogonal init, never updated
     freeze_unused: bool = False  # only the rows never a training target (hold_unused_rows)
@@ -91,10 +88,8 @@ class Config:
     muon_lr: float = 6e-3      # Muon's rate (the schedule scales both)
     weight_decay: float = 0.1  # on every matrix, the (un)embeddings included (they always take AdamW)
     warmup: int = 100
-    schedule: str = 'wsd'      # 'wsd' or 'cosine' (lr_factor)
     decay: float = None        # wsd: the share of the steps, at the end, over which the rate decays
-    lr_floor: float = 0.1      # the rate at the end, as a share of the full rate (both schedules)
-    grad_clip: float = 0.0     # clip the gradient's global norm at this (0: never)
+    lr_floor: float = 0.1      # the rate at the end, as a share of the full rate
     ema: float = None          # the model evaluated and saved: a moving average of the weights with this
                                # decay, updated after every step (0: the last weights; None: by layout)
     # evaluation and logging
@@ -150,6 +145,9 @@ class Config:
         return self.longest_problems().max_tokens()
 
 POSITIONS = ('learned', 'randomised', 'rotary', 'none')
+RETIRED = dict(identity_a=1.0, identity_b=0.0, emb_norm=1.0, grad_clip=0.0, schedule='wsd')   # switches of
+# closed probes (docs/history.md; the last commit with them: 59fd721) at the one value a run has now: a stored
+# config that names them (checkpoints, a grid's runs) loads where it holds that value (current_config)
 FINAL_EVALS = dict(shapes=3, template=1)   # the held-out shapes' evaluation after training, in evaluations
 EVAL_SCORES = 1 << 23   # evaluation: problems per forward pass so one (n, nh, T, T) tensor of scores
                         # holds at most this many numbers (32 MB; eval_chunk)
@@ -203,8 +201,8 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
         self.identity = cfg.identity
         if cfg.identity:
-            self.id_a = nn.Parameter(torch.full((cfg.n_head,), cfg.identity_a))   # + a_h <x_s, x_t> / sqrt(C)
-            self.id_b = nn.Parameter(torch.full((cfg.n_head,), cfg.identity_b))   # + b_h att_h @ x
+            self.id_a = nn.Parameter(torch.ones(cfg.n_head))    # + a_h <x_s, x_t> / sqrt(C), a = 1 at first
+            self.id_b = nn.Parameter(torch.zeros(cfg.n_head))   # + b_h att_h @ x, b = 0 at first
         self.attend = attend           # compile_attention may swap in a compiled copy (same function)
 
     def forward(self, x):
@@ -391,11 +389,10 @@ def make_model(cfg, weights=None):
 @torch.no_grad()
 def init_embeddings(model, rows=slice(None)):
     """Orthogonal (un)embeddings. With vocab V <= width C the rows are orthonormal; with V > C (ours) the
-    columns are: a tight frame, the rows spread as evenly as C dimensions allow, scaled to mean row norm
-    cfg.emb_norm. Untied, the input embedding starts as a copy of the unembedding. `rows`: only these."""
+    columns are: a tight frame, the rows spread as evenly as C dimensions allow, of mean norm 1. Untied, the input embedding starts as a copy of the unembedding. `rows`: only these."""
     w = torch.empty_like(model.lm_head.weight)
     V, C = w.shape
-    nn.init.orthogonal_(w, gain=model.cfg.emb_norm * math.sqrt(max(V / C, 1.0)))
+    nn.init.orthogonal_(w, gain=math.sqrt(max(V / C, 1.0)))
     for m in model.embeddings():
         m[rows] = w[rows]
 
@@ -465,7 +462,7 @@ def slow_name_rows(adamw, model, rows, share):
     adamw.register_step_post_hook(shorten)
 
 # -----------------------------------------------------------------------------
-# optimisation: Muon and AdamW, warm-up, then a stable rate and a decay (or cosine decay)
+# optimisation: Muon and AdamW, warm-up, then a stable rate and a decay
 
 
 class Muon(torch.optim.Optimizer):
@@ -550,21 +547,18 @@ def make_optimizer(model, cfg):
 
 
 def decay_start(cfg):
-    """--schedule wsd: the step at which the full rate starts to decay (never inside the warmup)."""
+    """The step at which the full rate starts to decay (never inside the warmup)."""
     return max(cfg.warmup, cfg.steps * (1 - cfg.decay))
 
 
 def lr_factor(cfg, step):
     """The schedule: the share of each group's full rate at `step`. A linear warmup over cfg.warmup steps;
-    then 'wsd' (warmup-stable-decay): the full rate, and over the last cfg.decay of the steps a linear decay
-    to cfg.lr_floor of it (a tenth); or 'cosine': a cosine decay to it all along."""
+    then warmup-stable-decay: the full rate, and over the last cfg.decay of the steps a linear decay to
+    cfg.lr_floor of it (a tenth)."""
     if step < cfg.warmup:
         return (step + 1) / cfg.warmup
-    if cfg.schedule == 'wsd':
-        s = decay_start(cfg)
-        return 1 - (1 - cfg.lr_floor) * min(1.0, max(0.0, step - s) / (cfg.steps - s))
-    ratio = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-    return cfg.lr_floor + (1 - cfg.lr_floor) / 2 * (1 + math.cos(math.pi * min(ratio, 1.0)))
+    s = decay_start(cfg)
+    return 1 - (1 - cfg.lr_floor) * min(1.0, max(0.0, step - s) / (cfg.steps - s))
 
 
 def set_lr(optimizer, cfg, step):
@@ -860,12 +854,10 @@ def first_rows(model, x):
 
 
 def train_step(model, optimizer, x, y):
-    """One optimiser step on one batch (--grad-clip: on the clipped gradient); returns the loss."""
+    """One optimiser step on one batch; returns the loss."""
     _, loss = model(x, y, first_rows(model, x))
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
-    if model.cfg.grad_clip:
-        nn.utils.clip_grad_norm_(model.parameters(), model.cfg.grad_clip)
     optimizer.step()
     return loss.item()
 
@@ -1150,15 +1142,14 @@ def plan(cfg, out):
         lines.append(f"a curriculum: training problems of depth 1{shapes} at first, one depth more every "
                      f"{cfg.curriculum} steps, {reach} (the tests have every depth from the start)")
     floor = 'zero' if cfg.lr_floor == 0 else 'a tenth' if cfg.lr_floor == 0.1 else f'{cfg.lr_floor:g} of it'
-    decay = (f"the full rate until step {round(decay_start(cfg))}, then linearly down to {floor}"
-             if cfg.schedule == 'wsd' else f"then a cosine decay to {floor}")
+    decay = f"the full rate until step {round(decay_start(cfg))}, then linearly down to {floor}"
     if cfg.steps <= cfg.warmup:
         decay = f"which this {cfg.steps}-step run ends inside"
     rates = f"Muon {cfg.muon_lr:g} on the blocks' matrices, AdamW {cfg.lr:g} on the rest" \
         if cfg.optimizer == 'muon' else f"AdamW {cfg.lr:g}"
     if cfg.emb_lr != 1 and not cfg.freeze_emb:
         rates += f" (the names' rows {cfg.lr * cfg.emb_lr:g}: --emb-lr {cfg.emb_lr:g})"
-    lines.append(f"{rates}: a {cfg.warmup}-step warmup, {decay} (--schedule {cfg.schedule})")
+    lines.append(f"{rates}: a {cfg.warmup}-step warmup, {decay}")
     if cfg.ema:
         lines.append(f"evaluated and saved: a moving average of the weights, decay {cfg.ema:g} (about the last "
                      f"{1 / (1 - cfg.ema):.0f} steps; --ema 0: the last weights)")
@@ -1180,8 +1171,8 @@ def plan(cfg, out):
     if cfg.shift:
         lines.append(f"each training problem starts at row 0 or row {cfg.shift} of the position table at "
                      f"random, the tests at row {cfg.shift} (--shift)")
-    lines.append(f"{attention_summary(cfg)} (a = {cfg.identity_a:g}, b = {cfg.identity_b:g} at the start; "
-                 "--no-identity: the textbook attention)" if cfg.identity else attention_summary(cfg))
+    lines.append(f"{attention_summary(cfg)} (a = 1, b = 0 at the start; --no-identity: the textbook "
+                 "attention)" if cfg.identity else attention_summary(cfg))
     return '\n       '.join(lines)
 
 
@@ -1547,6 +1538,14 @@ def ask(model, vocab, cfg, text):
     return ok
 
 
+def current_config(stored):
+    """A stored config (a dict) without the RETIRED switches, and the first it holds at a value today's
+    code no longer trains, in words (or None)."""
+    other = next((k for k, v in RETIRED.items() if k in stored and stored[k] != v), None)
+    return ({k: v for k, v in stored.items() if k not in RETIRED},
+            other and f"--{other.replace('_', '-')} {stored[other]}: a switch this unseen.py no longer has")
+
+
 def load_checkpoint(path, device='cpu'):
     """(model, vocab, cfg) of a checkpoint. Its config passes the command line's checks and its weights
     must be finite; anything else is a ValueError naming the file."""
@@ -1555,10 +1554,11 @@ def load_checkpoint(path, device='cpu'):
         # a checkpoint from before problems of every shape trained on the one layout, with its defaults
         # (and no broken paths, no shape curriculum, at most 4 facts, 3 dead and 2 side rules): what a key it
         # lacks meant then
+        stored, retired = current_config(ck['config'])
         cfg = Config(**{**LAYOUT_DEFAULTS['template'], 'layout': 'template', 'shape_curriculum': False,
-                        'broken': 0.0, 'max_facts': 4, 'max_dead': 3, 'max_side': 2, **ck['config'],
+                        'broken': 0.0, 'max_facts': 4, 'max_dead': 3, 'max_side': 2, **stored,
                         'device': device})
-        error = config_error(cfg)
+        error = retired or config_error(cfg)
         if error is None:
             # (a checkpoint from before the copy layer's rename: copy.gain is now copy_attn.beta)
             weights = {k.replace('copy.', 'copy_attn.', 1).replace('.gain', '.beta') if k.startswith('copy.')
@@ -1926,7 +1926,8 @@ def read_run(raw):
     r['config'].setdefault('max_dead', 3)             # ... and 0-3 dead rules
     r['config'].setdefault('max_side', 2)             # ... and 0-2 side rules
     r['config'].setdefault('ema', 0.0)                # ... and judged the last weights
-    return r if all(0 <= r[k] <= 1 for k in numbers[4:]) else None
+    r['config'], retired = current_config(r['config'])  # (a retired switch at another value: not this grid's)
+    return r if not retired and all(0 <= r[k] <= 1 for k in numbers[4:]) else None
 
 
 def run_files(folder):
@@ -2087,8 +2088,8 @@ def main_grid(args, argv):
     tag = '' if args.rows is None else '-rows'     # a selection's table and pictures never replace the grid's
     workers = (os.cpu_count() or 1) if device == 'cpu' else 1
     share = f"; shard {args.shard[0]} of {args.shard[1]}: every {args.shard[1]}-th run" if args.shard else ''
-    print(f"grid: {len(rows)} configurations x {len(seeds)} seed(s), {base.steps} steps each "
-          f"(--schedule {base.schedule}), {grid_problems(base)}, "
+    print(f"grid: {len(rows)} configurations x {len(seeds)} seed(s), {base.steps} steps each, "
+          f"{grid_problems(base)}, "
           f"{base.n_symbols} training symbols unless named, {device} in {base.precision}, {workers} run(s) "
           f"at a time{share}; writing to {out}")
     try:
@@ -2333,8 +2334,6 @@ def parse_args(argv=None):
       "raw embeddings to the residual stream; pointer: add copy logits for the attended tokens' ids")
     a('--identity', action=argparse.BooleanOptionalAction, default=d.identity,
       help="Boix-Adsera et al.'s identity terms (a_h I, b_h I) in every attention head")
-    a('--identity-a', type=float, default=d.identity_a, help="a_h at the start (match equal tokens)")
-    a('--identity-b', type=float, default=d.identity_b, help='b_h at the start (copy the matched tokens)')
     a('--positions', choices=POSITIONS, default=d.positions, help='learned: a table of '
       'position rows added to the input; randomised: the same table, each training problem read from a '
       'random row of it; rotary: queries and keys rotated by position (relative offsets); none: no '
@@ -2342,7 +2341,6 @@ def parse_args(argv=None):
     a('--shift', type=int, default=None, metavar='N', help=by_layout('shift') + ' (learned positions): '
       'training puts each problem at row 0 or row N of the position table at random, the tests at row N '
       '(keep N even: every prompt has an odd length, and the models read parity)')
-    a('--emb-norm', type=float, default=d.emb_norm, help='mean row norm of the orthogonal (un)embeddings')
     a('--freeze-emb', action='store_true', help='orthogonal (un)embeddings, never updated')
     a('--freeze-unused', action='store_true', help='freeze only the rows of tokens never a training target '
       '(the unseen names, <pad>, the signs of prompts) and train the rest: the practitioner\'s question')
@@ -2386,14 +2384,11 @@ def parse_args(argv=None):
       "signs' rows train at the full rate (a small share keeps reset rows apart between resets: "
       'theory_demo.py --between-resets)')
     a('--muon-lr', type=float, default=d.muon_lr, help="Muon's rate (with --optimizer muon)")
-    a('--schedule', choices=('wsd', 'cosine'), default=d.schedule, help='after the warmup, wsd: the full lr, '
-      'then a linear decay to --lr-floor over the last --decay of the steps; cosine: a cosine decay to it')
-    a('--decay', type=float, default=None, help=by_layout('decay') + ': with --schedule wsd, the share of '
-      'the steps over which the rate decays')
+    a('--decay', type=float, default=None, help=by_layout('decay') + ': after the warmup the full rate, '
+      'then a linear decay to --lr-floor over this share of the steps, at the end')
     a('--lr-floor', type=float, default=d.lr_floor, help='the rate at the end of the decay, as a share of '
       'the full rate')
     a('--weight-decay', type=float, default=d.weight_decay, help='AdamW decay, (un)embeddings included')
-    a('--grad-clip', type=float, default=d.grad_clip, help='clip the global gradient norm (0: never)')
     a('--ema', type=float, default=None, help=by_layout('ema') + ': the model evaluated and saved is a moving '
       'average of the weights with this decay, updated after every step (0: the last weights)')
     a('--eval-every', type=int, default=d.eval_every)
@@ -2494,13 +2489,9 @@ def check_args(p, args):
          '--max-dead goes with --layout shapes (the one layout always has 2 dead rules)'),
         (args.max_side != d.max_side and args.layout == 'template',
          '--max-side goes with --layout shapes (the one layout has no side rules)'),
-        (args.decay is not None and args.schedule != 'wsd', '--decay goes with --schedule wsd'),
         (args.muon_lr != d.muon_lr
          and (args.optimizer or LAYOUT_DEFAULTS[args.layout]['optimizer']) != 'muon',
          '--muon-lr goes with --optimizer muon (the default on problems of every shape)'),
-        *[(getattr(args, k) != getattr(d, k) and not args.identity,
-           f"{flag(k)} goes with --identity (it is the identity terms' starting value)")
-          for k in ('identity_a', 'identity_b')],
         (args.forget_until and not args.forget_every, '--forget-until needs --forget-every K'),
         (args.emb_lr != d.emb_lr and args.freeze_emb, '--emb-lr has nothing to train with --freeze-emb'),
         (args.device not in ('auto', 'cpu', 'cuda', 'mps') and not args.device.startswith('cuda:'),
@@ -2521,10 +2512,9 @@ def config_error(c):
     number = lambda k: getattr(c, k) if getattr(c, k) is not None else LAYOUT_DEFAULTS[c.layout][k]
     if c.optimizer not in (None, 'muon', 'adamw'):   # (a stored config)
         return f"--optimizer {c.optimizer}: choose muon or adamw"
-    open_low = ('lr', 'emb_lr', 'muon_lr', 'emb_norm', 'decay')   # zero trains nothing; nan and inf fail all
+    open_low = ('lr', 'emb_lr', 'muon_lr', 'decay')   # zero trains nothing; nan and inf fail all
     ranges = (('lr', 0, 1), ('emb_lr', 0, 100), ('muon_lr', 0, 1), ('weight_decay', 0, 10),
-              ('grad_clip', 0, 1000), ('identity_a', -100, 100), ('identity_b', -100, 100),
-              ('emb_norm', 0, 100), ('decay', 0, 1), ('lr_floor', 0, 1), ('broken', 0, 1), ('ema', 0, 1))
+              ('decay', 0, 1), ('lr_floor', 0, 1), ('broken', 0, 1), ('ema', 0, 1))
     highs = (('n_symbols', 100_000), ('n_embd', 2048), ('n_layer', 48), ('batch_size', 4096),
              ('eval_n', 20_000), ('steps', 10_000_000), ('shift', 1000))
     if c.layout not in logic_data.LAYOUTS:
