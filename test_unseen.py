@@ -1510,6 +1510,23 @@ def readme_table(marker):
     return md_table(text[text.index(f'<!-- table: {marker} -->'):].split('\n'))
 
 
+def test_the_readmes_seeds_row_is_the_notebooks_five_seeds():
+    """The README's spread over seeds: each cell the mean (min-max) of the notebook's five seeds of the
+    default (the average at 0.99, as the command now judges), recomputed from the notebook's rows."""
+    _, (row,) = readme_table('seeds')
+    text = open('docs/experiments.md').read()
+    _, seeds = md_table(text[text.index('# One story on every seed'):].split('\n'))
+    seeds = [r for r in seeds if r[1] == 'ema 0.99']
+    assert sorted(int(r[0]) for r in seeds) == [0, 1, 2, 3, 4]
+    cell = lambda r, col, i: float(r[col].split(' / ')[i])
+    columns = [lambda r: cell(r, 2, 0), lambda r: cell(r, 2, 2), lambda r: cell(r, 3, 0), lambda r: cell(r, 4, 0),
+               lambda r: cell(r, 5, 3), lambda r: cell(r, 6, 0)]    # none, all, held-out, arbitrary, depth 4, +1
+    for got, f in zip(row[1:], columns):
+        v = [f(r) for r in seeds]
+        assert got == f'{sum(v) / len(v):.1f} ({min(v):.1f}-{max(v):.1f})', (got, v)
+    assert len(row) == 7
+
+
 def test_the_readmes_grid_table_is_the_grid_it_ships():
     """Every cell of the README's grid table is the cell of its row and column in the grid.md that
     `python unseen.py --grid` wrote for it: docs/grid_resets.md for the resetting rows (`--grid --rows
@@ -1558,6 +1575,18 @@ def test_shipped_checkpoints_reproduce_the_readmes_two_rows():
                  f"{arbitrary['none']:.1%} / {arbitrary['all']:.1%}",
                  U.cos_str(U.rows_stats(model, vocab)['cos_unseen'])]
         assert rows[command][2:] == want, (ck, rows[command], want)
+
+
+def test_shipped_checkpoints_were_trained_by_the_readmes_two_commands_as_typed():
+    """assets/headline.pt and assets/standard.pt are the README's two commands with every default, seed 0
+    included (no seed picked for its figures): their stored configs are those commands' but for the
+    machine (device, precision, compiled attention)."""
+    machine = dict(device='cpu', precision='fp32', compile=False)
+    for command, ck in (('--unseen all --freeze-emb', 'assets/headline.pt'), ('--unseen all', 'assets/standard.pt')):
+        assert f'python unseen.py {command}`' in open('README.md').read()
+        stored = U.load_checkpoint(ck)[2]
+        assert stored.precision == 'fp32' and stored.seed == 0
+        assert replace(stored, **machine) == replace(U.config_from_args(U.parse_args(command.split())), **machine)
 
 
 def test_shipped_checkpoints_reproduce_the_readmes_shapes_and_lengths_tables():
