@@ -1080,7 +1080,7 @@ def test_a_resetting_run_saves_and_judges_the_model_just_reset(tmp_path, monkeyp
     assert r.returncode == 0, r.stderr
     assert len(drawn) == 3                                            # after steps 7, 14 and 20 (the last)
     ckpt, names = torch.load(tmp_path / 'ckpt.pt'), L.Vocab(U.Config().n_symbols).name_ids
-    assert torch.equal(ckpt['model']['lm_head.weight'][names], drawn[-1][names])   # (--ema: the signs' rows
+    assert torch.equal(ckpt['model']['lm_head.weight'][names], drawn[-1][names])   # (signs: averaged)
     assert "(evaluated just after a reset of the names' rows, as saved)" in r.stdout
     assert re.search(r'^step    20 \|.*\| just reset \(before: all +[\d.]+%, cos unseen [\d.-]+\)', r.stdout,
                      re.M)

@@ -88,7 +88,7 @@ class Config:
     muon_lr: float = 6e-3      # Muon's rate (the schedule scales both)
     weight_decay: float = 0.1  # on every matrix, the (un)embeddings included (they always take AdamW)
     warmup: int = 100
-    decay: float = None        # wsd: the share of the steps, at the end, over which the rate decays
+    decay: float = None        # the share of the steps, at the end, over which the rate decays
     lr_floor: float = 0.1      # the rate at the end, as a share of the full rate
     ema: float = None          # the model evaluated and saved: a moving average of the weights with this
                                # decay, updated after every step (0: the last weights; None: by layout)
@@ -146,8 +146,8 @@ class Config:
 
 POSITIONS = ('learned', 'randomised', 'rotary', 'none')
 RETIRED = dict(identity_a=1.0, identity_b=0.0, emb_norm=1.0, grad_clip=0.0, schedule='wsd')   # switches of
-# closed probes (docs/history.md; the last commit with them: 59fd721) at the one value a run has now: a stored
-# config that names them (checkpoints, a grid's runs) loads where it holds that value (current_config)
+# closed probes (the last commit with them: 59fd721) at the one value a run has now: a stored config that
+# names them (checkpoints, a grid's runs) loads where it holds that value (current_config)
 FINAL_EVALS = dict(shapes=3, template=1)   # the held-out shapes' evaluation after training, in evaluations
 EVAL_SCORES = 1 << 23   # evaluation: problems per forward pass so one (n, nh, T, T) tensor of scores
                         # holds at most this many numbers (32 MB; eval_chunk)
@@ -389,7 +389,8 @@ def make_model(cfg, weights=None):
 @torch.no_grad()
 def init_embeddings(model, rows=slice(None)):
     """Orthogonal (un)embeddings. With vocab V <= width C the rows are orthonormal; with V > C (ours) the
-    columns are: a tight frame, the rows spread as evenly as C dimensions allow, of mean norm 1. Untied, the input embedding starts as a copy of the unembedding. `rows`: only these."""
+    columns are: a tight frame, the rows spread as evenly as C dimensions allow, of mean norm 1. Untied,
+    the input embedding starts as a copy of the unembedding. `rows`: only these."""
     w = torch.empty_like(model.lm_head.weight)
     V, C = w.shape
     nn.init.orthogonal_(w, gain=math.sqrt(max(V / C, 1.0)))
@@ -1151,8 +1152,8 @@ def plan(cfg, out):
         rates += f" (the names' rows {cfg.lr * cfg.emb_lr:g}: --emb-lr {cfg.emb_lr:g})"
     lines.append(f"{rates}: a {cfg.warmup}-step warmup, {decay}")
     if cfg.ema:
-        lines.append(f"evaluated and saved: a moving average of the weights, decay {cfg.ema:g} (about the last "
-                     f"{1 / (1 - cfg.ema):.0f} steps; --ema 0: the last weights)")
+        lines.append(f"evaluated and saved: a moving average of the weights, decay {cfg.ema:g} (about the "
+                     f"last {1 / (1 - cfg.ema):.0f} steps; --ema 0: the last weights)")
     if cfg.forget_every:
         until = f" until step {cfg.forget_until}" if cfg.forget_until and cfg.forget_until < cfg.steps else \
             ", the last on the final step: the model evaluated and saved is one just reset"
@@ -2389,8 +2390,8 @@ def parse_args(argv=None):
     a('--lr-floor', type=float, default=d.lr_floor, help='the rate at the end of the decay, as a share of '
       'the full rate')
     a('--weight-decay', type=float, default=d.weight_decay, help='AdamW decay, (un)embeddings included')
-    a('--ema', type=float, default=None, help=by_layout('ema') + ': the model evaluated and saved is a moving '
-      'average of the weights with this decay, updated after every step (0: the last weights)')
+    a('--ema', type=float, default=None, help=by_layout('ema') + ': the model evaluated and saved is a '
+      'moving average of the weights with this decay, updated after every step (0: the last weights)')
     a('--eval-every', type=int, default=d.eval_every)
     a('--eval-n', type=int, default=d.eval_n, help='test problems per scenario')
     a('--seed', type=int, default=d.seed)
