@@ -909,9 +909,16 @@ def step_flops(cfg, B, T, targets, vocab_size):
     return 3 * L * layer + head + muon
 
 
+RATES = {}   # matmul_rate's figures, by device, precision and width: measured once a process (0.3 s)
+
+
 def matmul_rate(cfg, seconds=0.3):
     """This machine's own rate (FLOP/s) for a matrix product of the model's shapes (the MLP's first: batch
-    128, 70 tokens, C -> 4C) in the run's precision: the honest peak on a CPU (bench, progress_line)."""
+    128, 70 tokens, C -> 4C) in the run's precision: the honest peak on a CPU (bench, progress_line).
+    Measured once a process (RATES): a grid's workers and the tests train many small runs one after another."""
+    key = (cfg.device, cfg.precision, cfg.n_embd)
+    if key in RATES:
+        return RATES[key]
     dtype = torch.bfloat16 if cfg.precision == 'bf16' else torch.float32
     a = torch.ones(128 * 70, cfg.n_embd, dtype=dtype, device=cfg.device)     # (no draw from the run's RNG)
     b = torch.ones(cfg.n_embd, 4 * cfg.n_embd, dtype=dtype, device=cfg.device) / cfg.n_embd
@@ -923,7 +930,8 @@ def matmul_rate(cfg, seconds=0.3):
         n += 1
         if cfg.device.startswith('cuda'):
             torch.cuda.synchronize()
-    return 2 * a.size(0) * a.size(1) * b.size(1) * (n - 2) / (time.time() - t0)
+    RATES[key] = 2 * a.size(0) * a.size(1) * b.size(1) * (n - 2) / (time.time() - t0)
+    return RATES[key]
 
 
 def stage_seconds(cfg, model, vocab, rounds=4):
@@ -1085,9 +1093,8 @@ def main(argv=None):
 # =============================================================================
 # AFTER THE PATH: what main() calls around the paper's argument: outputs, --ckpt / --ask / --problems,
 # --grid, --bench, and the command line's checks
-
-
 # =============================================================================
+
 
 # -----------------------------------------------------------------------------
 # outputs: the plan, the mistakes, the plots, the checkpoint, the output folder
