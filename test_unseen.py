@@ -1519,8 +1519,8 @@ def test_the_readmes_seeds_row_is_the_notebooks_five_seeds():
     seeds = [r for r in seeds if r[1] == 'ema 0.99']
     assert sorted(int(r[0]) for r in seeds) == [0, 1, 2, 3, 4]
     cell = lambda r, col, i: float(r[col].split(' / ')[i])
-    columns = [lambda r: cell(r, 2, 0), lambda r: cell(r, 2, 2), lambda r: cell(r, 3, 0), lambda r: cell(r, 4, 0),
-               lambda r: cell(r, 5, 3), lambda r: cell(r, 6, 0)]    # none, all, held-out, arbitrary, depth 4, +1
+    # none, all, held-out, arbitrary, depth 4, one beyond: (column, item of 'a / b / c')
+    columns = [lambda r, c=c, i=i: cell(r, c, i) for c, i in ((2, 0), (2, 2), (3, 0), (4, 0), (5, 3), (6, 0))]
     for got, f in zip(row[1:], columns):
         v = [f(r) for r in seeds]
         assert got == f'{sum(v) / len(v):.1f} ({min(v):.1f}-{max(v):.1f})', (got, v)
@@ -1582,11 +1582,13 @@ def test_shipped_checkpoints_were_trained_by_the_readmes_two_commands_as_typed()
     included (no seed picked for its figures): their stored configs are those commands' but for the
     machine (device, precision, compiled attention)."""
     machine = dict(device='cpu', precision='fp32', compile=False)
-    for command, ck in (('--unseen all --freeze-emb', 'assets/headline.pt'), ('--unseen all', 'assets/standard.pt')):
+    for command, ck in (('--unseen all --freeze-emb', 'assets/headline.pt'),
+                        ('--unseen all', 'assets/standard.pt')):
         assert f'python unseen.py {command}`' in open('README.md').read()
         stored = U.load_checkpoint(ck)[2]
         assert stored.precision == 'fp32' and stored.seed == 0
-        assert replace(stored, **machine) == replace(U.config_from_args(U.parse_args(command.split())), **machine)
+        typed = U.config_from_args(U.parse_args(command.split()))
+        assert replace(stored, **machine) == replace(typed, **machine)
 
 
 def test_shipped_checkpoints_reproduce_the_readmes_shapes_and_lengths_tables():
