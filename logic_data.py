@@ -172,6 +172,38 @@ def forward_chain(facts, rules, query):
     return chain, True
 
 
+MISTAKE_KINDS = ('stopped early (T or F for an atom)', 'an atom already known',
+                 'a rule that fires, but not the first listed', 'a rule whose premises are not all known',
+                 'a name no rule derives', 'went on past the known query', 'the wrong answer', 'no <eos>')
+
+
+def first_mistake(p, target, pred):
+    """(chain position from 1, kind from MISTAKE_KINDS) of the first target token the model gets wrong given
+    the right prefix (`target`, `pred`: token strings), or None: where one step of forward chaining broke.
+    An atom written where the chain has ended is judged as a step too (why no rule should have fired)."""
+    k = next((i for i, (t, q) in enumerate(zip(target, pred)) if t != q), None)
+    if k is None:
+        return None
+    known, token = set(p.facts) | set(p.chain[:k]), pred[k]
+    if k > len(p.chain):
+        return k + 1, MISTAKE_KINDS[7]
+    answer = token in ANSWER_TOKENS
+    if k == len(p.chain) and answer:
+        return k + 1, MISTAKE_KINDS[6]
+    fire = [h for ps, h in p.rules if h not in known and all(a in known for a in ps)]
+    if answer:
+        kind = 0                                  # stopped early
+    elif token in known:
+        kind = 1                                  # an atom already known
+    elif token in fire:
+        kind = 2 if k < len(p.chain) else 5       # a rule that fires, not the first; or past the query
+    elif token in {h for _, h in p.rules}:
+        kind = 3                                  # a rule whose premises are not all known
+    else:
+        kind = 4                                  # a name no rule derives
+    return k + 1, MISTAKE_KINDS[kind]
+
+
 def problem_tokens(p):
     """The text form as two token lists: prompt (ending in ':') and target (chain, answer)."""
     prompt = []   # facts first: a rule's premises can then be checked against the facts before it

@@ -76,7 +76,7 @@ def test_first_mistake_names_how_one_step_of_forward_chaining_broke():
     p = L.parse('a . b . a -> c . c b -> d . a -> e . e -> q . ? d')
     assert (p.chain, p.answer) == (['c', 'd'], True)
     target = ['c', 'd', 'T', '<eos>']
-    kind = lambda *pred: U.first_mistake(p, target, list(pred) + target[len(pred):])
+    kind = lambda *pred: L.first_mistake(p, target, list(pred) + target[len(pred):])
     assert kind() is None
     assert kind('F') == (1, 'stopped early (T or F for an atom)')
     assert kind('a') == (1, 'an atom already known')
@@ -197,10 +197,9 @@ def test_generated_chains_are_valid_and_labels_are_the_solvers(max_premises):
         check_labels(L.arbitrary(rng, cfg, vocab.train_names))
 
 
-def test_max_facts_bounds_the_facts_and_a_checkpoint_from_before_reads_as_four(tmp_path):
-    """--max-facts: problems of every shape (arbitrary ones too) have 1..max_facts facts, the sizes follow,
-    and a checkpoint written before the switch (no max_facts stored) is read as four facts, its position
-    table's size."""
+def test_max_facts_bounds_the_facts_and_the_sizes_follow():
+    """--max-facts: problems of every shape (arbitrary ones too) have 1..max_facts facts, and the longest
+    problem (the position table's size) follows."""
     vocab, rng = L.Vocab(60), random.Random(0)
     for most in (4, 6):
         g = L.GenConfig(max_facts=most)
@@ -211,16 +210,7 @@ def test_max_facts_bounds_the_facts_and_a_checkpoint_from_before_reads_as_four(t
     assert U.config_error(U.Config(n_symbols=20, max_facts=4)) is None
     assert '--n-symbols must be >= 22' in U.config_error(U.Config(n_symbols=20))
     cfg = replace(TINY, layout='shapes', max_facts=4, max_dead=3)
-    model = U.make_model(cfg)
-    U.save_checkpoint(tmp_path / 'f.pt', model, cfg, [dict(step=0)])
-    stored = torch.load(tmp_path / 'f.pt', weights_only=False)
-    old = {k: v for k, v in stored.items() if k != 'digest'}
-    new_keys = ('max_facts', 'max_dead')
-    torch.save({**old, 'config': {k: v for k, v in stored['config'].items() if k not in new_keys}},
-               tmp_path / 'old.pt')
-    _, _, lcfg = U.load_checkpoint(tmp_path / 'old.pt')
-    assert (lcfg.max_facts, lcfg.max_dead) == (4, 3)
-    assert lcfg.block_size() == cfg.block_size() < replace(cfg, max_facts=6).block_size()
+    assert cfg.block_size() < replace(cfg, max_facts=6).block_size()
 
 
 def test_training_draws_more_dead_rules_than_the_tests():
@@ -715,47 +705,6 @@ def test_identity_terms_at_zero_are_the_standard_model_and_are_trained():
     assert torch.equal(fresh.id_a, torch.ones(n)) and torch.equal(fresh.id_b, torch.zeros(n))
 
 
-def test_rotary_positions_see_offsets_only(tmp_path):
-    """With rotary positions a query-key score depends on how far apart the two tokens stand, not on where:
-    the same query and key vectors give scores constant along each diagonal. The model has no position
-    table, and a checkpoint keeps the choice."""
-    torch.manual_seed(0)
-    q, k = torch.randn(1, 1, 1, 16).expand(1, 1, 12, 16), torch.randn(1, 1, 1, 16).expand(1, 1, 12, 16)
-    s = U.rotary(q) @ U.rotary(k).transpose(-2, -1)
-    for d in range(-3, 4):
-        diag = s[0, 0].diagonal(d)
-        assert torch.allclose(diag, diag[0].expand_as(diag), atol=1e-4)
-    assert not torch.allclose(s[0, 0, 5, 5], s[0, 0, 5, 2], atol=1e-3)    # but the offset matters
-    model = U.make_model(replace(TINY, positions='rotary'))
-    assert model.transformer.wpe is None and not any('wpe' in k for k in model.state_dict())
-
-
-def test_randomised_positions_train_every_row_and_none_have_no_table():
-    """--positions randomised (Ruoss et al. 2023): each training problem is read from a random row at which
-    it fits the table, so rows past any training problem's length are trained too; the tests read from
-    row 0. --positions none: no table and no rotation."""
-    cfg = replace(TINY, positions='randomised', shift=None)
-    vocab, model = L.Vocab(cfg.n_symbols), U.make_model(replace(TINY, positions='randomised', shift=None))
-    assert cfg.shift == 0 and model.transformer.wpe.num_embeddings == cfg.block_size()
-    rows = []
-    model.transformer.wpe.register_forward_hook(lambda m, inp, out: rows.append(inp[0]))
-    optimizer, data, seen = U.make_optimizer(model, cfg), U.batches(random.Random(0), cfg, vocab), set()
-    for _ in range(5):
-        x, y = next(data)
-        U.train_step(model, optimizer, x, y)
-        starts = rows[-1][:, 0]
-        assert torch.equal(rows[-1], starts.view(-1, 1) + torch.arange(x.size(1)))
-        assert starts.min() >= 0 and starts.max() + x.size(1) <= cfg.block_size()
-        seen |= set(rows[-1].flatten().tolist())
-    longest_training = max(len(vocab.encode(L.generate(random.Random(i), cfg.gen_config(),
-                                                       vocab.train_names))[0]) for i in range(300))
-    assert max(seen) >= longest_training + 2                                # rows no training problem reaches
-    U.exact_match(model, x, y)
-    assert torch.equal(rows[-1], torch.arange(x.size(1)))                   # the tests: from row 0
-    none = U.make_model(replace(TINY, positions='none'))
-    assert none.transformer.wpe is None and not none.transformer.h[0].attn.rotary
-
-
 def test_shift_trains_each_problem_at_row_0_or_shift_and_tests_at_shift(tmp_path):
     """--shift N: a training step reads each problem from row 0 or row N of the position table at random;
     evaluation and decoding read from row N, whatever the model's mode. So an answer N rows earlier than any
@@ -776,19 +725,7 @@ def test_shift_trains_each_problem_at_row_0_or_shift_and_tests_at_shift(tmp_path
     ids, n = vocab.encode(L.generate(random.Random(1), cfg.gen_config(), vocab.train_names))
     U.generate(model, vocab, ids[:n])
     assert rows[-1].tolist() == list(range(2, 2 + rows[-1].numel()))       # decoding too
-    U.save_checkpoint(tmp_path / 's.pt', model, cfg, [dict(step=0)])
-    stored = torch.load(tmp_path / 's.pt', weights_only=False)   # a checkpoint from before --shift: row 0
-    model0 = U.make_model(replace(cfg, shift=0))
-    old = {k: v for k, v in stored.items() if k != 'digest'}              # (which it predates too)
-    torch.save({**old, 'config': {k: v for k, v in stored['config'].items() if k != 'shift'},
-                'model': model0.state_dict()}, tmp_path / 'old.pt')
-    loaded, _, lcfg = U.load_checkpoint(tmp_path / 'old.pt')
-    assert lcfg.shift == 0 and torch.equal(loaded(x)[0], model0(x)[0])
-    assert replace(cfg, positions='rotary').shift == 0 and U.Config().shift == 2   # the default: by layout
-    assert U.Config(layout='template').shift == 0
-    r = run('unseen.py', '--positions', 'rotary', '--shift', '2')          # asked for, it is refused
-    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1] == \
-        'unseen.py: error: --shift moves rows of the learned position table: it needs --positions learned'
+    assert U.Config().shift == 2 and U.Config(layout='template').shift == 0   # the default: by layout
 
 
 def test_evaluation_splits_each_scenario_into_provable_and_unprovable(trained):
@@ -899,8 +836,6 @@ def test_command_line_defaults_are_configs_defaults_and_switches_set_one_thing(m
     assert cfg('--freeze-emb') == replace(U.Config(), freeze_emb=True)         # and no copy attention with it
     assert cfg('--untie-emb') == replace(U.Config(), tie_emb=False)
     assert cfg('--no-identity') == replace(U.Config(), identity=False)
-    assert U.Config().positions == 'learned'
-    assert cfg('--positions', 'rotary') == replace(U.Config(), positions='rotary')
     assert cfg('--copy-attn', '--copy-form', 'pointer') == replace(U.Config(), copy_attn=True,
                                                                    copy_form='pointer')
     # each layout has its own budget unless given: the template keeps the defaults it was measured with
@@ -1558,11 +1493,11 @@ def test_shipped_checkpoints_reproduce_the_readmes_two_rows():
         kinds = U.mistake_counts(*predictions['all'], vocab)          # the README's mistakes, as counted
         said = ' '.join(readme.split())
         if ck == 'assets/standard.pt':        # every mistake a T or F at once, as many as the README says
-            n = sum(kinds.get(U.MISTAKE_KINDS[0], {}).values())
-            assert n > 400 and kinds == {U.MISTAKE_KINDS[0]: {1: n}}
-            assert f'the first wrong token of each mistake: {U.MISTAKE_KINDS[0]} {n} (at step 1)' in said
+            n = sum(kinds.get(L.MISTAKE_KINDS[0], {}).values())
+            assert n > 400 and kinds == {L.MISTAKE_KINDS[0]: {1: n}}
+            assert f'the first wrong token of each mistake: {L.MISTAKE_KINDS[0]} {n} (at step 1)' in said
         else:       # the README's sentence on the frozen model's mistakes: how many, and of each kind
-            words = dict(zip(U.MISTAKE_KINDS, ('stopping early', 'an atom already known', 'a rule that fires '
+            words = dict(zip(L.MISTAKE_KINDS, ('stopping early', 'an atom already known', 'a rule that fires '
                                                'but is not the first listed', 'a rule one premise short',
                                                'a name no rule derives', 'going on past a known query')))
             assert f"The frozen model's {sum(sum(at.values()) for at in kinds.values())} mistakes" in said
@@ -1623,7 +1558,7 @@ def test_the_class_path_quotes_what_the_shipped_checkpoints_print():
     printed = []
     for ck in ('assets/standard.pt', 'assets/headline.pt'):
         stored = torch.load(ck, weights_only=False)
-        cfg = U.Config(**{**stored['config'], 'device': 'cpu'})
+        cfg = U.Config(**{**U.current_config(stored['config'])[0], 'device': 'cpu'})
         said = U.verdict(cfg, stored['history'], 'all', stored['shapes'])
         printed += said.splitlines()
         printed += [U.progress_line(h, cfg.steps) for h in stored['history']]      # the run's log
@@ -1739,8 +1674,7 @@ def test_the_papers_path_reads_straight_through():
     assert len(uses) > 40 and not {name: u for name, u in uses.items() if u}
 
 
-@pytest.mark.parametrize('switches', [dict(), dict(positions='rotary'), dict(shift=2),
-                                      dict(positions='randomised'), dict(positions='none'),
+@pytest.mark.parametrize('switches', [dict(), dict(shift=2),
                                       dict(copy_attn=True, copy_form='pointer', tie_emb=False),
                                       dict(layout='template', freeze_emb=True, forget_every=10)])
 def test_a_checkpoint_keeps_every_switch(tmp_path, switches):
@@ -1794,8 +1728,8 @@ def test_checkpoint_round_trip_and_ask(trained, capsys):
         "(--n-embd 32 must be divisible by --n-head 5)"]
     # a stored config passes the command line's checks; the weights must be finite
     for key, value, complaint in (('eval_n', 0, '--eval-n must be >= 1'),
-                                  ('positions', 'bogus',
-                                   '--positions bogus: choose from learned, randomised, rotary, none'),
+                                  ('positions', 'rotary',
+                                   '--positions rotary: a switch this unseen.py no longer has'),
                                   ('eval_n', 10 ** 9, '--eval-n 1000000000: at most 20000'),
                                   ('seed', 2 ** 70, f'--seed {2 ** 70}: must be in [0, 2^63)'),
                                   ('model', 'nan', 'its weights transformer.wte.weight hold nan or inf')):
@@ -1894,7 +1828,7 @@ def test_a_bad_problems_file_gets_one_line_naming_it(trained, tmp_path, content,
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason='this machine has CUDA')),
     (['--out', 'README.md'], 'is a file'),
     (['--grid', '--freeze-emb', '--steps', '10'], 'cannot take --freeze-emb --steps'),
-    (['--quick'], '--quick, --seeds, --resume, --shard and --rows go with --grid'),
+    (['--quick'], '--quick, --seeds, --resume and --rows go with --grid'),
     (['--grid', '--resume', 'README.md'], 'no grid_runs.jsonl there'),
     (['--grid', '--seeds', '0'], '--seeds must be 1 to 100'),
     (['--grid', '--seeds', '1000000'], '--seeds must be 1 to 100'),
@@ -2265,41 +2199,11 @@ def test_grid_writes_table_figure_and_fine_tuning_contrast_and_resumes(tmp_path,
     now = (tmp_path / 'grid_runs.jsonl').read_text()
     retrained = len(lines) - 3 + kept_standard               # the standard run again, for its weights
     assert now.startswith(left + '\n') and len(now.splitlines()) == len(left.splitlines()) + retrained
-    # shards gathered without pretrained.pt: the standard run again, and the line says why
+    # a folder without pretrained.pt: the standard run again, and the line says why
     (tmp_path / 'pretrained.pt').unlink()
     U.main(['--grid', '--resume', str(tmp_path), '--precision', 'fp32'])
     assert (f'{tmp_path}/pretrained.pt missing: the standard run (seed 0) trained again, for the fine-tuning '
             'contrast') in capsys.readouterr().out
-
-
-def test_two_shards_gathered_give_the_runs_and_table_of_one_whole_grid(tmp_path, tiny_grid, capsys):
-    tiny = tiny_grid
-    whole, shards = tmp_path / 'whole', tmp_path / 'shards'
-    U.main(['--grid', '--out', str(whole), '--precision', 'fp32'])
-    for i in (1, 2):    # two machines, one folder each; their files gathered in one
-        U.main(['--grid', '--shard', f'{i}/2', '--out', str(tmp_path / f'machine{i}'), '--precision', 'fp32'])
-        assert not (tmp_path / f'machine{i}' / 'grid.md').exists()        # a shard writes no table
-        shutil.copytree(tmp_path / f'machine{i}', shards, dirs_exist_ok=True)
-    out = capsys.readouterr().out
-    assert 'gather their grid_runs*.jsonl and pretrained.pt in one folder and run: python unseen.py --grid ' \
-           '--precision fp32 --resume FOLDER' in out
-    n = len(U.grid_rows(replace(U.Config(), **tiny))) * 2
-    lines = lambda folder: b''.join(p.read_bytes() for p in folder.glob('grid_runs*.jsonl')).splitlines()
-    runs = lambda folder: sorted((r['row'], r['seed'], *[r[k] for k in U.accuracy_keys()], r['cos_unseen'])
-                                 for r in map(json.loads, lines(folder)))
-    one, two = [(tmp_path / 'machine1'), (tmp_path / 'machine2')]
-    assert len(runs(one)) + len(runs(two)) == n
-    assert not {r[:2] for r in runs(one)} & {r[:2] for r in runs(two)}     # none trained twice
-    assert runs(shards) == runs(whole)                        # the same runs, each trained once
-    U.main(['--grid', '--resume', str(shards), '--precision', 'fp32'])
-    assert f'resuming: {n} of {n} runs already in' in capsys.readouterr().out      # nothing trained again
-    strip = lambda md: [line.rsplit('|', 2)[0] for line in md.split('Fine-tuning')[0].splitlines()[1:]]
-    assert strip((shards / 'grid.md').read_text()) == strip((whole / 'grid.md').read_text())
-    # a shard resumed in a folder whose other file (here the whole grid's) holds its runs trains none again
-    U.main(['--grid', '--shard', '1/2', '--resume', str(whole), '--precision', 'fp32'])
-    said = capsys.readouterr().out
-    assert re.search(r'resuming: (\d+) of \1 runs already in', said)
-    assert (whole / 'grid_runs.shard-1-of-2.jsonl').read_text() == ''
 
 
 def test_a_grid_of_one_seed_takes_a_second_with_resume(tmp_path, tiny_grid, capsys):
@@ -2550,16 +2454,22 @@ def test_matmul_rate_and_the_log_lines_share_of_it(monkeypatch):
     assert '% of matmul peak' in U.progress_line(history[1], cfg.steps)
 
 
-def test_the_clock_counts_the_steps_to_come_at_their_size():
+def test_the_clock_counts_the_steps_to_come_at_their_size(monkeypatch):
     """The time left: steps of a deeper curriculum stage cost more (their problems are longer), and the
     estimate weighs the steps to come by their stage's cost, at the pace the run has kept so far."""
     cfg = replace(TINY, max_depth=4, curriculum=20, steps=80, eval_every=20, max_side=0, batch_size=64)
     vocab = L.Vocab(cfg.n_symbols)
     model = U.make_model(cfg)
     before = torch.get_rng_state()
-    stages = U.stage_seconds(cfg, model, vocab)
+    U.stage_seconds(cfg, model, vocab)
     assert torch.equal(torch.get_rng_state(), before)          # the run draws what it would without the clock
-    assert stages[1] < stages[4]
+    with monkeypatch.context() as m:   # a clock where a step costs its batch's tokens (the machine's noise out)
+        now, step = [0.0], U.train_step
+        m.setattr(U, 'train_step', lambda model, opt, x, y: (now.__setitem__(0, now[0] + x.numel()),
+                                                             step(model, opt, x, y))[1])
+        m.setattr(U.time, 'time', lambda: now[0])
+        stages = U.stage_seconds(cfg, model, vocab)
+    assert stages[1] < stages[2] < stages[3] < stages[4]
     stages = {1: 1.0, 2: 2.0, 3: 4.0}
     cfg = replace(cfg, max_depth=3, steps=60)
     # at step 20: 20 steps of stage 1 foretold 20 s and took 10; 20 steps of 2 and 20 of 4 (120 s foretold) to
@@ -3160,53 +3070,22 @@ def test_a_resume_with_other_settings_is_refused_naming_each_and_deletes_nothing
     (tmp_path / 'grid_runs.jsonl').write_text(text)
     r = run('unseen.py', '--grid', '--quick', '--resume', str(tmp_path), '--precision', 'bf16')
     assert r.returncode == 1 and r.stderr.strip().splitlines() == [
-        f'error: --resume {tmp_path}: its runs (in grid_runs.jsonl) were trained with --layout template '
+        f'error: --resume {tmp_path}: its runs were trained with --layout template '
         '(this grid: shapes), '
         '--precision fp32 (this grid: bf16); give the same settings to finish it, or another folder '
         '(its runs are kept as they are)']
     r = run('unseen.py', '--grid', '--resume', str(tmp_path), '--layout', 'template', '--precision', 'fp32')
-    assert r.returncode == 1 and 'its runs (in grid_runs.jsonl) were trained with --quick (this grid: no ' \
+    assert r.returncode == 1 and 'its runs were trained with --quick (this grid: no ' \
         '--quick)' in r.stderr
     assert (tmp_path / 'grid_runs.jsonl').read_text() == text                  # not a byte lost
-    # a shard checks the whole folder too, and a shard's file that differs is named
-    full = grid_line(U.Config(**U.GRID, precision='fp32')) + '\n'
-    (tmp_path / 'grid_runs.jsonl').write_text(full)
-    r = run('unseen.py', '--grid', '--quick', '--shard', '1/2', '--resume', str(tmp_path),
-            '--precision', 'fp32')
-    assert r.returncode == 1 and 'its runs (in grid_runs.jsonl) were trained with no --quick' in r.stderr
-    assert not (tmp_path / 'grid_runs.shard-1-of-2.jsonl').exists()
-    shard = grid_line(U.Config(**U.GRID_QUICK, precision='fp32'))
-    (tmp_path / 'grid_runs.shard-1-of-2.jsonl').write_text(shard)
-    r = run('unseen.py', '--grid', '--resume', str(tmp_path), '--precision', 'fp32')
-    assert r.returncode == 1
-    assert 'its runs (in grid_runs.shard-1-of-2.jsonl) were trained with --quick' in r.stderr
     # runs of neither grid's length are named by their steps; a grid's folder given as --out, as --out
     other = tmp_path / 'other'
     other.mkdir()
     (other / 'grid_runs.jsonl').write_text(grid_line(U.Config(**dict(U.GRID, steps=1), precision='fp32')))
     r = run('unseen.py', '--grid', '--out', str(other), '--precision', 'fp32')
     assert r.returncode == 1 and r.stderr.startswith(
-        f"error: --out {other}: its runs (in grid_runs.jsonl) were trained with steps 1 (this grid: "
+        f"error: --out {other}: its runs were trained with steps 1 (this grid: "
         f"{U.GRID['steps']});")
-
-
-def test_a_grid_run_written_before_lr_floor_is_a_run_of_this_grid(tmp_path):
-    """Grid runs written before --lr-floor, --balance and --max-facts existed decayed to a tenth, drew chains
-    as drawn and 1-4 facts, as the grid still does: a resume keeps them (a config without the keys), and one
-    with another floor is a run of other settings."""
-    cfg = U.Config(**U.GRID_QUICK, precision='fp32')
-    assert (cfg.lr_floor, cfg.balance, cfg.max_facts) == (0.1, False, 4) and U.Config().max_facts == 6
-    wanted = {('standard', 0): json.loads(json.dumps(U.asdict(cfg)))}
-    old = json.loads(grid_line(cfg))
-    for key in ('lr_floor', 'balance', 'max_facts'):
-        del old['config'][key]
-    other = json.loads(grid_line(replace(cfg, lr_floor=0.0)))
-    path = tmp_path / 'grid_runs.jsonl'
-    path.write_text(json.dumps(old) + '\n')
-    runs, skipped, differ = U.saved_runs([str(path)], wanted)
-    assert len(runs) == 1 and not skipped and not differ
-    path.write_text(json.dumps(other) + '\n')
-    assert U.saved_runs([str(path)], wanted)[2] == {'lr_floor': (0.0, 0.1)}
 
 
 def test_the_printed_resume_command_carries_every_setting_of_the_grid():
@@ -3228,7 +3107,7 @@ def test_a_damaged_grid_line_of_any_shape_is_set_aside_not_a_traceback(tmp_path,
     good = grid_line(cfg).encode()
     (tmp_path / 'grid_runs.jsonl').write_bytes(line + b'\n' + good + b'\n')
     assert U.read_run(line) is None
-    runs, skipped, differ = U.saved_runs([tmp_path / 'grid_runs.jsonl'],
+    runs, skipped, differ = U.saved_runs(tmp_path / 'grid_runs.jsonl',
                                          {('standard', 0): json.loads(json.dumps(U.asdict(cfg)))})
     assert len(runs) == 1 and not differ and list(skipped.values()) == [1]
     assert U.read_run(good.replace(b'"none": 0.5', b'"none": 5.0')) is None        # not an accuracy
@@ -3359,13 +3238,6 @@ def test_problems_files_accept_a_bom_and_the_generators_own_note_and_errors_name
         U.solve_problems(model, vocab, cfg, L.read_problems(g, cfg.block_size()), g)
 
 
-def test_rotary_positions_need_an_even_head_size():
-    assert 'must be even' in U.config_error(U.Config(positions='rotary', n_embd=36, n_head=4))   # head size 9
-    assert U.config_error(U.Config(positions='rotary', n_embd=32, n_head=4)) is None
-    r = run('unseen.py', '--positions', 'rotary', '--n-embd', '36', '--n-head', '4')
-    assert r.returncode == 2 and 'head size --n-embd / --n-head (36 / 4 = 9) must be even' in r.stderr
-
-
 def test_a_training_step_that_would_not_fit_in_memory_is_refused_before_it_starts():
     assert U.config_error(U.Config()) is None and U.config_error(U.Config(batch_size=1024)) is None
     error = U.config_error(U.Config(batch_size=4096, n_layer=8))
@@ -3449,7 +3321,7 @@ def test_a_checkpoint_with_one_changed_weight_is_refused(trained, tmp_path):
     assert r.returncode == 1 and r.stderr.strip().splitlines() == [
         f'error: {tmp_path}/flipped.pt: its weights do not match the digest saved with them (a damaged or '
         'edited file)']
-    for shipped in ('assets/headline.pt', 'assets/standard.pt', 'assets/pointer.pt'):
+    for shipped in ('assets/headline.pt', 'assets/standard.pt'):
         assert 'digest' in torch.load(shipped, weights_only=False)
 
 
@@ -3477,12 +3349,12 @@ def test_a_stored_config_naming_a_retired_switch_loads_at_its_value_and_is_refus
 
 def test_a_checkpoint_whose_config_was_relabelled_is_refused(tmp_path):
     ck = torch.load('assets/headline.pt')
-    ck['config']['positions'] = 'rotary'                  # learned weights, a config that has no table
+    ck['config']['identity'] = False                      # weights with identity terms, a config without
     torch.save(ck, tmp_path / 'relabelled.pt')
     r = run('unseen.py', '--ckpt', str(tmp_path / 'relabelled.pt'), '--ask', 'u1 . u1 -> u2 . ? u2')
     assert r.returncode == 1 and r.stderr.strip().splitlines() == [
         f'error: {tmp_path}/relabelled.pt: its weights do not fit its stored configuration '
-        '(transformer.wpe.weight is in the weights, not in the model): edited?']
+        '(transformer.h.0.attn.id_a is in the weights, not in the model): edited?']
 
 
 def test_a_small_eval_n_missing_a_depth_prints_a_dash_not_a_traceback(tmp_path, capsys):

@@ -72,8 +72,7 @@ class Config:
     copy_form: str = 'residual'  # its form: 'residual' or 'pointer'
     identity: bool = True      # identity terms in every attention head (CausalSelfAttention)
     tie_emb: bool = True       # unembedding = input embedding (GPT-2 style)
-    positions: str = 'learned'  # a table (GPT-2), 'randomised' (Ruoss et al. 2023), 'rotary' (RoPE) or 'none'
-    shift: int = None          # learned: training reads from row 0 or `shift` at random, tests from `shift`
+    shift: int = None          # training reads from row 0 or `shift` of the position table, tests `shift`
     # the paper's switches on the (un)embeddings
     freeze_emb: bool = False   # orthogonal init, never updated
     freeze_unused: bool = False  # only the rows never a training target (hold_unused_rows)
@@ -105,13 +104,10 @@ class Config:
         for k, v in LAYOUT_DEFAULTS[self.layout].items():
             if getattr(self, k) is None:
                 setattr(self, k, v)
-        if self.positions != 'learned':   # nothing to shift (the command line refuses --shift with them)
-            self.shift = 0
 
     def gen_config(self, step=None):
-        """The generator's settings: of the test problems, or (with `step`) of the training problems then.
-        A curriculum stage (depth <= d; shape_curriculum) has at most d + 1 facts, d - 1 side, d dead rules,
-        the last every shape; training alone draws broken paths and --max-dead's, --max-side's extra rules."""
+        """The generator's settings: of the test problems, or (with `step`) of the training problems then
+        (the curriculum's stage; broken paths and --max-dead's, --max-side's extra rules: training only)."""
         stage = self.max_depth if step is None else self.depth_at(step)
         train, shapes = step is not None, self.layout == 'shapes'   # the tests: as before --broken, --balance
         more = dict(max_dead=self.max_dead, max_side=self.max_side) if train else {}   # the tests: 0-3, 0-2
@@ -123,18 +119,15 @@ class Config:
                                     max_facts=self.max_facts, **more)
 
     def trained_depth(self):
-        """The deepest planted derivation the run trained on (its curriculum's last stage): every report
-        counts 'beyond training' from it (the verdict, --ask, --problems)."""
+        """The deepest derivation the run trained on: every report counts 'beyond training' from it."""
         return self.depth_at(self.steps - 1)
 
     def depth_at(self, step):
-        """The curriculum: the deepest derivation in the training problems at `step`. Training starts at
-        depth 1 and allows one depth more every `curriculum` steps; the tests have every depth throughout."""
+        """The curriculum: the deepest derivation in the training problems at `step`."""
         return min(self.max_depth, 1 + step // self.curriculum) if self.curriculum else self.max_depth
 
     def longest_problems(self):
-        """The generator of the longest problems the model reads: chains 4 steps longer than training's (the
-        template layout: its own). It reads only what a command line's namespace has (config_error)."""
+        """The generator of the longest problems the model reads: chains 4 steps longer than training's."""
         deepest = self.max_depth + logic_data.BEYOND[-1] * (self.layout == 'shapes')
         premises = self.max_premises or LAYOUT_DEFAULTS[self.layout]['max_premises']   # a namespace: None
         return logic_data.GenConfig(max_depth=deepest, max_premises=premises, layout=self.layout,
@@ -144,17 +137,14 @@ class Config:
         """Longest sequence the model reads (the learned position table's size)."""
         return self.longest_problems().max_tokens()
 
-POSITIONS = ('learned', 'randomised', 'rotary', 'none')
-RETIRED = dict(identity_a=1.0, identity_b=0.0, emb_norm=1.0, grad_clip=0.0, schedule='wsd')   # switches of
-# closed probes (the last commit with them: 59fd721) at the one value a run has now: a stored config that
-# names them (checkpoints, a grid's runs) loads where it holds that value (current_config)
+# switches of closed probes (last commits with them: 59fd721; positions b1fb83b) at the one value a run has
+# now: a stored config that names them loads where it holds that value (current_config)
+RETIRED = dict(identity_a=1.0, identity_b=0.0, emb_norm=1.0, grad_clip=0.0, schedule='wsd',
+               positions='learned')
 FINAL_EVALS = dict(shapes=3, template=1)   # the held-out shapes' evaluation after training, in evaluations
-EVAL_SCORES = 1 << 23   # evaluation: problems per forward pass so one (n, nh, T, T) tensor of scores
-                        # holds at most this many numbers (32 MB; eval_chunk)
-# what each layout needs. Problems of every shape take six layers of eight heads, more and larger batches,
-# Muon, rules of two premises, chains of every length as often (--balance), --shift 2 (training from rows
-# 0 and 2, testing from row 2, puts even the shortest answer where training put some), and a moving average
-# of the weights (--ema: seeds that end a few points apart land within about one); one layout not.
+EVAL_SCORES = 1 << 23   # evaluation: at most this many attention scores (32 MB) a forward pass (eval_chunk)
+# what each layout needs: problems of every shape take six layers of eight heads, more and larger batches,
+# Muon, rules of two premises, --balance, --shift 2 and --ema; the one layout none of it.
 LAYOUT_DEFAULTS = {
     'shapes': dict(steps=4500, batch_size=128, n_layer=6, shift=2, optimizer='muon', lr=1e-2, decay=0.4,
                    n_head=8, curriculum=250, balance=True, max_premises=logic_data.PREMISES['shapes'],
@@ -167,17 +157,6 @@ LAYOUT_DEFAULTS = {
 # the model: nanoGPT, with identity terms and copy attention
 
 
-def rotary(t):
-    """RoPE (Su et al.): rotate each pair of channels of t (B, nh, T, hs) by an angle that grows with the
-    position, so a query-key product depends on their offset, not on where the two stand."""
-    T, hs = t.size(-2), t.size(-1)
-    freq = 10000 ** (-torch.arange(0, hs, 2, device=t.device) / hs)                   # (hs/2,)
-    angle = torch.arange(T, device=t.device).unsqueeze(1) * freq                       # (T, hs/2)
-    cos, sin = angle.cos().to(t.dtype), angle.sin().to(t.dtype)
-    t1, t2 = t[..., 0::2], t[..., 1::2]
-    return torch.stack((t1 * cos - t2 * sin, t1 * sin + t2 * cos), dim=-1).flatten(-2)
-
-
 def causal_softmax(att):
     """Softmax over the keys at or before each query, in float32. The mask is added (-inf after the query),
     one pass that the backward pass skips: masked_fill is a copy and a fill, and its gradient another."""
@@ -188,15 +167,12 @@ def causal_softmax(att):
 
 class CausalSelfAttention(nn.Module):
     """nanoGPT's attention plus (cfg.identity) Boix-Adsera et al.'s identity terms: head h scores with
-    W_Q W_K^T + a_h I and outputs through W_V W_O + b_h I. The same function class (still a bilinear form
-    and a linear map) from another starting point: at a = 1 every head starts out attending to the tokens
-    equal to the current one, which textbook attention learns only slowly on this task. b starts at 0
-    (it would copy the matched tokens into the subspace the token itself lives in) and is learned."""
+    W_Q W_K^T + a_h I and outputs through W_V W_O + b_h I. At a = 1 every head starts out attending to the
+    tokens equal to the current one, which textbook attention learns only slowly here; b starts at 0."""
 
     def __init__(self, cfg):
         super().__init__()
         self.n_head = cfg.n_head
-        self.rotary = cfg.positions == 'rotary'
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
         self.identity = cfg.identity
@@ -209,8 +185,6 @@ class CausalSelfAttention(nn.Module):
         B, T, C = x.size()
         q, k, v = self.c_attn(x).split(C, dim=2)
         q, k, v = [t.view(B, T, self.n_head, -1).transpose(1, 2) for t in (q, k, v)]      # (B, nh, T, hs)
-        if self.rotary:
-            q, k = rotary(q), rotary(k)
         if self.identity:
             y, z = self.attend(q, k, v, x, self.id_a, self.id_b)   # (B, nh, T, hs), (B, T, C)
         elif q.dtype == torch.bfloat16 and q.device.type == 'cpu':   # the fused kernel is slow in CPU bf16
@@ -221,10 +195,9 @@ class CausalSelfAttention(nn.Module):
 
 
 def attend(q, k, v, x, a, b):
-    """Causal attention of every head with the identity terms (a, b: None without them): the scores
-    q k^T / sqrt(hs) + a_h x x^T / sqrt(C), their softmax att; returns att @ v and sum_h b_h att_h @ x.
-    Each scale is applied to the small tensor it multiplies, never to the (B, nh, T, T) scores: on a CPU
-    the passes over the scores are most of a step (compile_attention fuses them)."""
+    """Attention with the identity terms (a, b: None without them): softmax(q k^T / sqrt(hs) + a_h x x^T /
+    sqrt(C)) = att; returns att @ v and sum_h b_h att_h @ x. Scales go on the small tensors, never on the
+    (B, nh, T, T) scores: on a CPU the passes over the scores are most of a step."""
     hs, C = q.size(-1), x.size(-1)
     att = (q / math.sqrt(hs)) @ k.transpose(-2, -1)                                     # (B, nh, T, T)
     if a is not None:
@@ -235,11 +208,9 @@ def attend(q, k, v, x, a, b):
 
 
 def compile_attention(model, log=print):
-    """--compile: every block's `attend` through torch.compile (the same function, its passes over the
-    scores fused: the attention alone about twice as fast on a CPU, a whole step 5-10%, and the demo's peak
-    memory 1.6 GB where it is 2.7). Compiled here, forward and backward, on a small batch, so that a machine
-    where it cannot compile (no C++ compiler) says so in one line and trains on, as written, at once.
-    Evaluation (no gradient) keeps the written-out function: no second compile."""
+    """--compile: training's `attend` through torch.compile (its passes over the scores fused: a step 5-10%
+    faster, the demo's peak memory 1.6 GB, not 2.7). Tried at once on a small batch, so that a machine that
+    cannot compile (no C++ compiler) says so in one line and trains as written. Evaluation: as written."""
     fast = torch.compile(attend, dynamic=True)
     cfg = model.cfg
     B, T, C, nh = 2, 8, cfg.n_embd, cfg.n_head
@@ -261,13 +232,11 @@ def compile_attention(model, log=print):
 
 
 class CopyAttention(nn.Module):
-    """The paper's copy attention: queries and keys from the hidden states, and what is copied is the raw
-    input token, not a processed hidden state. One head, the simplest form (the paper's exact
-    parametrisation is not known), in one of two forms, with a learned strength beta:
-      residual  adds beta * att @ X W_E (the attended raw embeddings) to the residual stream, before ln_f
-                and the (tied) unembedding: it can write an unseen token only through its (collapsed) row
-      pointer   adds beta * att @ onehot(idx) to the logits: it writes the attended token's id directly,
-                whatever that token's unembedding row looks like (a pointer network's copy)"""
+    """The paper's copy attention: one head whose queries and keys come from the hidden states and whose
+    values are the raw input tokens, with a learned strength beta (the paper's exact form is not known):
+      residual  adds beta * att @ X W_E to the residual stream: it writes an unseen token only through its
+                (collapsed) unembedding row
+      pointer   adds beta * att @ onehot(idx) to the logits: it writes the attended token's id directly"""
 
     def __init__(self, cfg):
         super().__init__()
@@ -320,8 +289,7 @@ class GPT(nn.Module):
         self.cfg = cfg
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(vocab_size, cfg.n_embd),
-            wpe=nn.Embedding(cfg.block_size() + cfg.shift, cfg.n_embd)         # cfg.shift rows more
-            if cfg.positions in ('learned', 'randomised') else None,
+            wpe=nn.Embedding(cfg.block_size() + cfg.shift, cfg.n_embd),        # cfg.shift rows more
             h=nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)]),
             ln_f=nn.LayerNorm(cfg.n_embd),
         ))
@@ -333,8 +301,7 @@ class GPT(nn.Module):
         init_embeddings(self)
 
     def _init_weights(self, module):
-        # std 1/sqrt(width), not GPT-2's 0.02 (made for width 768): at width 64, 0.02 leaves the attention
-        # scores near zero, and training waits long before it learns to match symbols
+        # std 1/sqrt(width), not GPT-2's 0.02: at width 64 that leaves the scores near zero (a long plateau)
         if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, mean=0.0, std=1 / math.sqrt(module.weight.size(-1)))
         if isinstance(module, nn.Linear) and module.bias is not None:
@@ -345,15 +312,13 @@ class GPT(nn.Module):
         return list({id(p): p for p in (self.transformer.wte.weight, self.lm_head.weight)}.values())
 
     def forward(self, idx, targets=None, first_row=None):
-        """Logits (B, T, V); with targets (-1 on the prompt), the logits (N, V) at the N target positions only
-        (the prompt carries no loss, so training needs no more) and the loss. Learned positions are the rows
-        first_row, first_row + 1, ... of the table: (B, 1) per sequence in training, else cfg.shift."""
+        """Logits (B, T, V); with targets (-1 on the prompt), the logits (N, V) at the N target positions and
+        the loss. Positions: rows first_row, first_row + 1, ... of the table ((B, 1) or cfg.shift)."""
         with torch.autocast(idx.device.type, dtype=torch.bfloat16, enabled=self.cfg.precision == 'bf16'):
             B, T = idx.size()
-            x = tok_emb = self.transformer.wte(idx)                                  # (B, T, C)
-            if self.transformer.wpe is not None:                                     # learned positions
-                first = self.cfg.shift if first_row is None else first_row
-                x = x + self.transformer.wpe(first + torch.arange(T, device=idx.device))   # (T,) or (B, T)
+            first = self.cfg.shift if first_row is None else first_row
+            tok_emb = self.transformer.wte(idx)                                      # (B, T, C)
+            x = tok_emb + self.transformer.wpe(first + torch.arange(T, device=idx.device))   # (T,) or (B, T)
             for block in self.transformer.h:
                 x = block(x)
             pointer = self.copy_attn is not None and self.copy_attn.form == 'pointer'
@@ -388,9 +353,8 @@ def make_model(cfg, weights=None):
 
 @torch.no_grad()
 def init_embeddings(model, rows=slice(None)):
-    """Orthogonal (un)embeddings. With vocab V <= width C the rows are orthonormal; with V > C (ours) the
-    columns are: a tight frame, the rows spread as evenly as C dimensions allow, of mean norm 1. Untied,
-    the input embedding starts as a copy of the unembedding. `rows`: only these."""
+    """Orthogonal (un)embeddings (`rows`: only these). With V > C tokens the columns are orthonormal: a
+    tight frame, the rows spread as evenly as C dimensions allow, of mean norm 1. Untied: the same two."""
     w = torch.empty_like(model.lm_head.weight)
     V, C = w.shape
     nn.init.orthogonal_(w, gain=math.sqrt(max(V / C, 1.0)))
@@ -406,10 +370,9 @@ def freeze_embeddings(model):
 
 @torch.no_grad()
 def forget_embeddings(model, optimizer, rows, averaged=None):
-    """Active forgetting (Chen et al. 2023) of the names' rows (`rows`: Vocab.name_ids): a fresh orthogonal
-    draw, their AdamW state zeroed, and (--ema) their average restarted from the draw. The signs ('->', '.',
-    T, F, ...) keep theirs: re-drawn too, the model learns to read the problem again every K steps (0%
-    just after such a reset)."""
+    """Active forgetting (Chen et al. 2023) of the names' rows: a fresh orthogonal draw, their AdamW state
+    zeroed, their average (--ema) restarted. The signs' rows keep theirs (re-drawn, the model would have to
+    learn to read the problem again)."""
     init_embeddings(model, rows)
     for avg, w in zip(averaged.embeddings() if averaged is not None else [], model.embeddings()):
         avg[rows] = w[rows]
@@ -421,19 +384,15 @@ def forget_embeddings(model, optimizer, rows, averaged=None):
 
 def forgets_at(cfg, step):
     """A reset after `step` steps? Every cfg.forget_every up to cfg.forget_until, and on the last step if
-    resets go on to the end: a run is evaluated and saved with fresh rows (AdamW lines them up in tens of
-    steps: theory_demo.py --between-resets)."""
+    resets go on to the end (a run is then judged with fresh rows)."""
     through = cfg.forget_until == 0 or cfg.forget_until >= cfg.steps      # resets all through training
     return (cfg.forget_every > 0 and step > 0 and (step <= cfg.forget_until or through)
             and (step % cfg.forget_every == 0 or (through and step == cfg.steps)))
 
 
-
 def hold_unused_rows(model, vocab):
-    """--freeze-unused, the practitioner's question (a real model reserves tokens never a target): only the
-    rows of the tokens training never asks the model to write (the unseen names, <pad>, the prompt's signs)
-    keep their orthogonal init; the rest train. Returns what puts those rows back after each step, so that
-    neither the gradient nor weight decay moves them."""
+    """--freeze-unused, the practitioner's question: only the rows of tokens never a training target (the
+    unseen names, <pad>, the prompt's signs) keep their init. Returns what puts them back after a step."""
     rows = torch.tensor(vocab.never_target_ids, device=model.lm_head.weight.device)
     kept = [(w, w[rows].clone()) for w in model.embeddings()]
 
@@ -445,10 +404,8 @@ def hold_unused_rows(model, vocab):
 
 
 def slow_name_rows(adamw, model, rows, share):
-    """--emb-lr: the names' rows (`rows`, x.. and u..) of the (un)embeddings move `share` times as far as
-    AdamW moves them; the signs' rows ('->', '.', T, F, ...) at the full rate. Adam's step does not depend
-    on the rate, so shortening it afterwards is AdamW at `share` times the rate for those rows, weight decay
-    included. Resets need it: at the full rate AdamW lines re-drawn rows up within one interval."""
+    """--emb-lr: the names' rows move `share` times as far as AdamW moves them (AdamW at `share` times the
+    rate, weight decay included). Resets need it: at the full rate AdamW lines re-drawn rows up at once."""
     rows, before = torch.tensor(rows, device=model.lm_head.weight.device), []
 
     @torch.no_grad()
@@ -467,10 +424,8 @@ def slow_name_rows(adamw, model, rows, share):
 
 
 class Muon(torch.optim.Optimizer):
-    """Muon (Jordan et al. 2024) as torch.optim.Muon computes it (Nesterov momentum, the update
-    orthogonalised by five Newton-Schulz steps, scaled to AdamW's RMS, decoupled weight decay), with the
-    iteration run on all matrices of one shape at once and in float32: torch's runs one matrix at a time
-    in bfloat16, which a CPU without AVX512-BF16 emulates (110 ms a step of the demo, against 6)."""
+    """Muon (Jordan et al. 2024) as torch.optim.Muon computes it, but on all matrices of one shape at once
+    and in float32 (torch's: one at a time in bfloat16, 110 ms a step of the demo on most CPUs, not 6)."""
 
     def __init__(self, params, lr, weight_decay, momentum=0.95):
         super().__init__(params, dict(lr=lr, weight_decay=weight_decay, momentum=momentum))
@@ -523,12 +478,9 @@ class Optimizers:
 
 
 def make_optimizer(model, cfg):
-    """AdamW over the trainable parameters: weight decay on every matrix, the (un)embeddings included,
-    none on biases and LayerNorm gains. With --optimizer muon (the default on problems of every shape), the
-    blocks' matrices take Muon instead (Jordan et al. 2024: momentum, orthogonalised by a Newton-Schulz
-    iteration), which leaves the plateau at the start of training far sooner; the (un)embeddings keep
-    AdamW with weight decay, so the paper's mechanism is untouched. Each group keeps its full rate in
-    'base_lr', which the schedule scales. --emb-lr: `slow_name_rows`."""
+    """AdamW with weight decay on every matrix, the (un)embeddings included (the paper's mechanism); with
+    --optimizer muon, Muon on the blocks' matrices (it leaves the early plateau far sooner). Each group's
+    full rate is kept in 'base_lr' for the schedule."""
     params = [p for p in model.parameters() if p.requires_grad]
     muon = cfg.optimizer == 'muon'
     blocks = {id(p) for p in model.transformer.h.parameters() if p.dim() == 2} if muon else {}
@@ -553,9 +505,8 @@ def decay_start(cfg):
 
 
 def lr_factor(cfg, step):
-    """The schedule: the share of each group's full rate at `step`. A linear warmup over cfg.warmup steps;
-    then warmup-stable-decay: the full rate, and over the last cfg.decay of the steps a linear decay to
-    cfg.lr_floor of it (a tenth)."""
+    """The schedule's share of the full rate at `step`: a linear warmup, the full rate, and over the last
+    cfg.decay of the steps a linear decay to cfg.lr_floor."""
     if step < cfg.warmup:
         return (step + 1) / cfg.warmup
     s = decay_start(cfg)
@@ -588,9 +539,8 @@ def pad_batch(seqs, pad, device='cpu'):
 
 
 def batches(rng, cfg, vocab, ahead=8, names=None):
-    """Endless training batches, in names of the training pool (unseen symbols never appear) unless
-    `names` says otherwise. Problems are drawn `ahead` batches at a time and grouped by length, so that a
-    batch pads only to its own longest sequence."""
+    """Endless training batches in the training names (or `names`), drawn `ahead` batches at a time and
+    grouped by length, so that a batch pads only to its own longest problem."""
     names = names or vocab.train_names
     for step in itertools.count(0, ahead):
         gen = cfg.gen_config(step)       # the curriculum: the problems allowed grow with the step
@@ -603,8 +553,7 @@ def batches(rng, cfg, vocab, ahead=8, names=None):
 
 
 def eval_sets(cfg, vocab):
-    """Fixed test problems for each scenario, drawn with their own seed (never seen in training:
-    the 'query' and 'all' sets use names from the unseen pool)."""
+    """Fixed test problems for each scenario, drawn with their own seed ('query', 'all': unseen names)."""
     rng = random.Random(cfg.seed + 12345)
     return {s: logic_data.make_problems(rng, cfg.gen_config(), vocab, cfg.eval_n, s)
             for s in logic_data.SCENARIOS}
@@ -625,15 +574,13 @@ def held_out_sets(sets):
 
 
 def eval_chunk(cfg, T):
-    """Problems per forward pass in evaluation: as many as keep one tensor of attention scores for problems of
-    T tokens within EVAL_SCORES numbers (the peak memory of an evaluation is a few such tensors)."""
+    """Problems of T tokens per forward pass in evaluation: one tensor of scores within EVAL_SCORES."""
     return max(1, EVAL_SCORES // (cfg.n_head * T * T))
 
 
 @torch.no_grad()
 def target_preds(model, x, y, chunk=None):
-    """(B, T): teacher-forced, the argmax given the correct prefix at each target position (-1 on the
-    prompt, which has no target: there it equals y); `chunk` (eval_chunk) problems at a time."""
+    """(B, T): teacher-forced, the argmax given the correct prefix at each target position (-1 elsewhere)."""
     pred, chunk = torch.full_like(y, -1), chunk or eval_chunk(model.cfg, x.size(1))
     for i in range(0, len(x), chunk):
         logits, _ = model(x[i:i + chunk], y[i:i + chunk])   # (N, V): at the N target positions only (fast)
@@ -642,17 +589,14 @@ def target_preds(model, x, y, chunk=None):
 
 
 def exact_match(model, x, y, chunk=None):
-    """Per problem: is the whole chain + answer + <eos> right under greedy decoding? Computed teacher-forced:
-    greedy decoding reproduces the target iff at every target position the argmax given the *correct* prefix
-    is the target token (induction over the positions). test_unseen.py checks this against `generate`."""
+    """Per problem: is the whole chain + answer + <eos> right under greedy decoding? Teacher-forced: greedy
+    decoding reproduces the target iff every argmax given the correct prefix is the target (induction)."""
     return (target_preds(model, x, y, chunk) == y).all(dim=1)
 
 
 def evaluate(model, vocab, sets, device='cpu', predictions=None):
-    """Exact-match accuracy on each test set, and split: s_T on the provable problems, s_F on the unprovable
-    ones (their chains never hold the query: a model that cannot write an unseen query can still get them
-    right); s_named where the chain is not empty (a query that is a fact is answered T, no name written).
-    With a dict as `predictions`, predictions[s] = (problems, y, pred) (`target_preds`) for each set."""
+    """Exact match on each test set s, and as s_T on its provable problems, s_F on the unprovable ones (no
+    name to write), s_named where the chain is not empty; `predictions`: filled with (problems, y, pred)."""
     model.eval()
     acc = {}
     for s, problems in sets.items():
@@ -670,8 +614,7 @@ def evaluate(model, vocab, sets, device='cpu', predictions=None):
 
 
 def evaluate_shapes(model, vocab, sets, device='cpu'):
-    """Exact match on each of `shape_sets`, in training and in unseen names; 'held-out shapes, mean' is the
-    mean over the held-out families."""
+    """Exact match on each of `shape_sets` (and 'held-out shapes, mean' over the held-out families)."""
     acc = {name: evaluate(model, vocab, pair, device) for name, pair in sets.items()}
     held = held_out_sets(sets)
     mean = {s: sum(acc[h][s] for h in held) / len(held) for s in ('none', 'all')}
@@ -685,8 +628,7 @@ def held_out_mean(shapes):
 
 @torch.no_grad()
 def mean_pairwise_cosine(w):
-    """Mean cosine similarity over all pairs of distinct rows of w (a tensor or a numpy array): the
-    collapse metric, here and in theory_demo.py."""
+    """The collapse metric: mean cosine over all pairs of distinct rows of w (a tensor or numpy array)."""
     u = F.normalize(torch.as_tensor(w).float(), dim=1)
     n = u.size(0)
     return (u.sum(0).square().sum().item() - n) / (n * (n - 1))    # sum_ij <u_i, u_j> = |sum_i u_i|^2
@@ -695,8 +637,7 @@ def mean_pairwise_cosine(w):
 @torch.no_grad()
 def rows_stats(model, vocab):
     """The unseen rows of the unembedding against the training rows: mean pairwise cosine (the collapse)
-    and mean norm (the lemma's push and weight decay can also shrink them, and then they lose every logit
-    to the training names before their cosine shows a collapse)."""
+    and mean norm (shrunk rows lose every logit before their cosine shows a collapse)."""
     w = model.lm_head.weight
     norm = w.float().norm(dim=1)
     return dict(cos_unseen=mean_pairwise_cosine(w[vocab.unseen_ids]),
@@ -756,10 +697,7 @@ def reset_note(cfg, step):
 
 def progress_line(h, steps):
     """The line a run prints at each evaluation, from its entry in the history."""
-    if h['step']:      # (a run from before the clock counted stages: its steps alike)
-        left = f"{h.get('left', h['elapsed'] / h['step'] * (steps - h['step'])) / 60:4.1f} min left"
-    else:
-        left = ''
+    left = f"{h['left'] / 60:4.1f} min left" if h['step'] else ''
     loss = f"{h['loss']:.4f}" if h['step'] else '   -  '     # step 0: nothing trained yet
     ms = f"{h['ms_per_step']:5.1f} ms/step" if h['step'] else '    - ms/step'
     ms += f", {h['share']:3.0%} of matmul peak" if h['step'] and 'share' in h else ''
@@ -809,8 +747,7 @@ def by_depth(problems, ok):
 
 
 def lengths_str(cfg, predictions, shapes):
-    """Exact match by chain length: each depth of the test problems (the last evaluation's predictions),
-    then chains 1, 2 and 4 steps longer than any in training (the shape sets), in training / unseen names."""
+    """Exact match by chain length: each depth of the test problems, then the longer chains' shape sets."""
     ok = {s: (predictions[s][1] == predictions[s][2]).all(dim=1) for s in ('none', 'all')}
     depth = {s: by_depth(predictions[s][0], ok[s]) for s in ('none', 'all')}
     lines = ['exact match by chain length (depth of the derivation): in training names / unseen names']
@@ -840,18 +777,15 @@ def attention_summary(cfg):
     """What the run's attention has, in words: 'identity terms on, copy attention off'."""
     return (f"identity terms {'on' if cfg.identity else 'off'}, "
             f"copy attention {cfg.copy_form + ' form' if cfg.copy_attn else 'off'}")
+
 # -----------------------------------------------------------------------------
 # training
 
 
 def first_rows(model, x):
-    """Each training problem's first row of the position table, (B, 1): row 0 or cfg.shift at random
-    (Config.shift); randomised: any row where it fits, so every row is trained in every role; else None."""
-    B, shift = x.size(0), model.cfg.shift
-    if model.cfg.positions == 'randomised':                       # (a shift goes with learned positions only)
-        rows = model.transformer.wpe.num_embeddings - x.size(1) + 1                  # where the problem fits
-        return torch.randint(0, rows, (B, 1), device=x.device)
-    return shift * (1 - torch.randint(0, 2, (B, 1), device=x.device)) if shift else None
+    """Each training problem's first row of the position table, (B, 1): row 0 or cfg.shift at random."""
+    shift = model.cfg.shift
+    return shift * (1 - torch.randint(0, 2, (x.size(0), 1), device=x.device)) if shift else None
 
 
 def train_step(model, optimizer, x, y):
@@ -865,9 +799,7 @@ def train_step(model, optimizer, x, y):
 
 @torch.no_grad()
 def average_weights(averaged, model, decay):
-    """--ema: each weight of `averaged` moves (1 - decay) of the way to the model's, p_avg += (1 - decay)
-    (p - p_avg), after every step (Polyak averaging, as an exponential moving average): at 0.99 it averages
-    about the last hundred steps, where the weights still jitter from batch to batch."""
+    """--ema: p_avg += (1 - decay) (p - p_avg) after every step; at 0.99 about the last hundred steps."""
     if averaged is model:      # --ema 0: the last weights
         return
     for avg, p in zip(averaged.parameters(), model.parameters()):
@@ -875,9 +807,8 @@ def average_weights(averaged, model, decay):
 
 
 def keep_freed_memory():
-    """glibc's malloc (Linux) hands each freed block above a threshold back to the system and takes it
-    again, page by page, at the next allocation: a step's attention scores (tens of MB) spent about a fifth
-    of it in page faults. Blocks up to 32 MB (glibc's most) stay in the heap, and the heap is not trimmed."""
+    """glibc's malloc hands freed blocks over a threshold back to the system, and a step's scores (tens of
+    MB) spent a fifth of it in page faults taking them again: blocks up to 32 MB stay in the heap."""
     try:
         libc = ctypes.CDLL('libc.so.6')
         libc.mallopt(-3, 32 << 20)           # M_MMAP_THRESHOLD
@@ -887,8 +818,7 @@ def keep_freed_memory():
 
 
 def release_freed_memory():
-    """What the heap holds free goes back to the system (glibc's malloc_trim), at each evaluation: what
-    training freed would otherwise add to the peak of the evaluations and plots that follow."""
+    """What the heap holds free goes back to the system (glibc's malloc_trim), before each evaluation."""
     try:
         ctypes.CDLL('libc.so.6').malloc_trim(0)
     except (OSError, AttributeError):
@@ -896,11 +826,9 @@ def release_freed_memory():
 
 
 def step_flops(cfg, B, T, targets, vocab_size):
-    """FLOPs of the matrix products of one training step, forward and backward, as torch's FlopCounterMode
-    counts them (nanoGPT's estimate_mfu, for this model): a batch of B problems of T tokens with `targets`
-    target positions in all. Per layer, the linear maps 2 * 12 C^2 a token, the attention's four batched
-    products 4 T C a token (the identity terms as many again); the backward pass twice the forward; the
-    unembedding at the target positions; Muon's Newton-Schulz steps."""
+    """FLOPs of a training step's matrix products as torch's FlopCounterMode counts them (nanoGPT's
+    estimate_mfu): per layer and token the linear maps 24 C^2, the attention 4 T C (twice with the identity
+    terms), the backward twice the forward; the unembedding at the targets; Muon's Newton-Schulz steps."""
     C, L, V = cfg.n_embd, cfg.n_layer, vocab_size
     layer = 24 * C * C * B * T + 4 * (1 + cfg.identity) * B * T * T * C
     head = 2 * targets * C * V * (2 + (not cfg.freeze_emb))        # a frozen matrix gets no gradient
@@ -913,9 +841,8 @@ RATES = {}   # matmul_rate's figures, by device, precision and width: measured o
 
 
 def matmul_rate(cfg, seconds=0.3):
-    """This machine's own rate (FLOP/s) for a matrix product of the model's shapes (the MLP's first: batch
-    128, 70 tokens, C -> 4C) in the run's precision: the honest peak on a CPU (bench, progress_line).
-    Measured once a process (RATES): a grid's workers and the tests train many small runs in a row."""
+    """This machine's own rate (FLOP/s) for the MLP's first product (128 x 70 tokens, C -> 4C) in the run's
+    precision: the honest peak on a CPU, against which the log line and --bench give a step's share."""
     key = (cfg.device, cfg.precision, cfg.n_embd)
     if key in RATES:
         return RATES[key]
@@ -935,11 +862,9 @@ def matmul_rate(cfg, seconds=0.3):
 
 
 def stage_seconds(cfg, model, vocab, rounds=4):
-    """Seconds a training step takes at each curriculum depth (1..max_depth), its batch's drawing included,
-    timed here on a copy of the model: at each depth `rounds` batches drawn and grouped by length as
-    training draws them, then `rounds` rounds of one step at every depth in turn (a moment the machine is
-    busy falls on every depth alike), after one round to warm up. The run's clock counts the steps still to
-    come at their stage's cost (time_left): the short problems come first."""
+    """Seconds a training step takes at each curriculum depth, its batch's drawing included, timed on a copy
+    of the model (after a round to warm up, `rounds` rounds of a step at every depth in turn): the clock
+    counts the steps to come at their stage's cost, for the short problems come first."""
     probe = copy.deepcopy(model)
     optimizer, rng = make_optimizer(probe, cfg), random.Random(cfg.seed + 777)
     depths = range(1, cfg.max_depth + 1)
@@ -963,10 +888,8 @@ def stage_seconds(cfg, model, vocab, rounds=4):
 
 
 def time_left(cfg, step, stages, seconds, timed, eval_seconds, evals):
-    """The run's clock at `step`: the steps to come at their curriculum stage's cost (stage_seconds), scaled
-    by how the `seconds` trained so far compare with what the stages said they would take (`timed`); the
-    evaluations to come (the last one's held-out shapes as FINAL_EVALS more) at the pace of the `evals` done.
-    Short problems come first: a clock that counted steps alike said 14 minutes left where 36 were."""
+    """The run's clock at `step`: the steps to come at their stage's cost, scaled by the `seconds` trained
+    so far against what the stages foretold (`timed`); the evaluations to come at the pace of those done."""
     to_come = sum(stages[cfg.depth_at(s)] for s in range(step, cfg.steps))
     evals_to_come = len(range(step + cfg.eval_every, cfg.steps, cfg.eval_every)) + 1 + FINAL_EVALS[cfg.layout]
     return (to_come * (seconds / timed if timed else 1.0)
@@ -974,8 +897,7 @@ def time_left(cfg, step, stages, seconds, timed, eval_seconds, evals):
 
 
 def train(cfg, log=print, predictions=None):
-    """Train one model; returns (model, vocab, history), a dict per evaluation (every cfg.eval_every steps and
-    at the end: exact match on the test sets, the collapse metric, a log line; `predictions`: `evaluate`)."""
+    """Train one model; returns (model, vocab, history: a dict per evaluation, each a log line)."""
     keep_freed_memory()
     vocab, model = logic_data.Vocab(cfg.n_symbols), make_model(cfg)
     optimizer = make_optimizer(model, cfg)
@@ -1025,9 +947,8 @@ def train(cfg, log=print, predictions=None):
 
 
 def verdict(cfg, history, headline, shapes=None, predictions=None):
-    """The run's end in words: the last evaluation's table, then whether the model solves the `headline`
-    scenario, why (against the training names), the shapes and lengths it never trained on (by chain
-    length too, from the last evaluation's `predictions`), and its unseen rows."""
+    """The run's end in words: the last evaluation's table, whether the model solves the `headline`
+    scenario and why, the shapes and lengths it never trained on, and its unseen rows."""
     last = history[-1]
     lines = ['', f"{'scenario':<10}{'exact match':>12}",
              *[f"{s + (' *' if s == headline else ''):<10}{last[s]:>12.1%}" for s in logic_data.SCENARIOS],
@@ -1120,8 +1041,7 @@ TRY_PROBLEM = 'u92 . u29 . u75 u29 -> u13 . u40 -> u3 . u92 -> u75 . u13 u40 -> 
 
 
 def try_problem(cfg):
-    """The closing line's problem for this model: TRY_PROBLEM where the model reads conjunctions on problems
-    of every shape, else a provable one of the model's own kind (one layout, or rules of one premise)."""
+    """The closing line's problem: TRY_PROBLEM, or a provable one of the model's own kind."""
     if cfg.layout == 'shapes' and cfg.max_premises >= 2:
         return TRY_PROBLEM
     rng, vocab = random.Random(0), logic_data.Vocab(cfg.n_symbols)
@@ -1200,9 +1120,8 @@ def show(vocab, p, out):
 
 
 def accuracy_by_position(problems, y, pred):
-    """Teacher-forced accuracy at each target position (chain step k, the T/F answer, <eos>), and at each
-    chain step the share of problems where the model stops there instead (writes T or F), from one
-    evaluation: where a model that fails a problem goes wrong."""
+    """Teacher-forced accuracy at each target position (chain step k, the answer, <eos>), and at each chain
+    step the share of problems where the model stops there instead (writes T or F)."""
     answers = [logic_data.SPECIALS.index(a) for a in 'TF']
     counts, stops = {}, {}
     for i, p in enumerate(problems):
@@ -1216,45 +1135,13 @@ def accuracy_by_position(problems, y, pred):
     return mean(counts), mean(stops)
 
 
-MISTAKE_KINDS = ('stopped early (T or F for an atom)', 'an atom already known',
-                 'a rule that fires, but not the first listed', 'a rule whose premises are not all known',
-                 'a name no rule derives', 'went on past the known query', 'the wrong answer', 'no <eos>')
-
-
-def first_mistake(p, target, pred):
-    """(chain position from 1, kind from MISTAKE_KINDS) of the first target token the model gets wrong given
-    the right prefix (`target`, `pred`: token strings), or None: where one step of forward chaining broke.
-    An atom written where the chain has ended is judged as a step too (why no rule should have fired)."""
-    k = next((i for i, (t, q) in enumerate(zip(target, pred)) if t != q), None)
-    if k is None:
-        return None
-    known, token = set(p.facts) | set(p.chain[:k]), pred[k]
-    if k > len(p.chain):
-        return k + 1, MISTAKE_KINDS[7]
-    answer = token in ('T', 'F', '<eos>')
-    if k == len(p.chain) and answer:
-        return k + 1, MISTAKE_KINDS[6]
-    fire = [h for ps, h in p.rules if h not in known and all(a in known for a in ps)]
-    if answer:
-        kind = 0                                  # stopped early
-    elif token in known:
-        kind = 1                                  # an atom already known
-    elif token in fire:
-        kind = 2 if k < len(p.chain) else 5       # a rule that fires, not the first; or past the query
-    elif token in {h for _, h in p.rules}:
-        kind = 3                                  # a rule whose premises are not all known
-    else:
-        kind = 4                                  # a name no rule derives
-    return k + 1, MISTAKE_KINDS[kind]
-
-
 def mistake_counts(problems, y, pred, vocab):
     """{kind: {chain position: count}} over the problems the model gets wrong (`evaluate`'s predictions)."""
-    counts = {kind: {} for kind in MISTAKE_KINDS}
+    counts = {kind: {} for kind in logic_data.MISTAKE_KINDS}
     for i, p in enumerate(problems):
         at = y[i] != -1
         words = lambda ids: vocab.decode(ids[at].tolist()).split()
-        found = first_mistake(p, words(y[i]), words(pred[i]))
+        found = logic_data.first_mistake(p, words(y[i]), words(pred[i]))
         if found:
             pos, kind = found
             counts[kind][pos] = counts[kind].get(pos, 0) + 1
@@ -1262,8 +1149,8 @@ def mistake_counts(problems, y, pred, vocab):
 
 
 def mistakes(model, vocab, scenario, predictions, n=3):
-    """Where the model goes wrong on a test scenario, from its last evaluation (`evaluate`'s predictions): the
-    teacher-forced accuracy per position, and its first n wrong problems under greedy decoding."""
+    """Where the model goes wrong on a test scenario: accuracy per position, the kinds of first mistakes, and
+    its first n wrong problems under greedy decoding."""
     problems, y, pred = predictions[scenario]
     right, stops = accuracy_by_position(problems, y, pred)
     print(f"\nteacher-forced accuracy per target position ({scenario}): " +
@@ -1285,8 +1172,7 @@ def mistakes(model, vocab, scenario, predictions, n=3):
 
 
 def pyplot():
-    """matplotlib without a screen (imported only when a figure is drawn). Its first import on a machine
-    builds a font cache and, after 5 s, logs a warning that lands in the middle of our output: not shown."""
+    """matplotlib without a screen, imported when a figure is drawn (its font-cache warning not shown)."""
     import matplotlib
     matplotlib.use('Agg')
     fonts = logging.getLogger('matplotlib.font_manager')
@@ -1318,17 +1204,15 @@ def plot(history, path, title):
 
 @torch.no_grad()
 def principal_plane(w):
-    """(V, 2): the rows of w as unit vectors (the collapse metric is the cosine), centred, on their first
-    two principal components: plot_rows' points."""
+    """(V, 2): the rows of w as unit vectors, centred, on their first two principal components."""
     x = F.normalize(w.detach().float().cpu(), dim=1)
     x = x - x.mean(0)
     return x @ torch.linalg.svd(x, full_matrices=False).Vh[:2].T
 
 
 def plot_rows(model, cfg, vocab, path):
-    """The collapse as a picture: the unembedding rows (as unit vectors: the collapse metric is the cosine)
-    projected on their first two principal components, at the start of training (rebuilt from the seed)
-    and at the end."""
+    """The collapse as a picture: the unembedding rows on their first two principal components, at the
+    start of training (rebuilt from the seed) and at the end."""
     initial = make_model(replace(cfg, device='cpu')).lm_head.weight
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.6))
@@ -1349,9 +1233,8 @@ def plot_rows(model, cfg, vocab, path):
 
 
 def save_checkpoint(path, model, cfg, history, shapes=None):
-    """The trained model, whole or not at all. Where `path` cannot be written (a folder turned read-only, a
-    full disk), it goes to the system's temporary folder instead, and the run stops with one line that says
-    why (as the system says it) and where the model is; or, where that fails too, that it is lost."""
+    """The trained model, whole or not at all; where `path` cannot be written, in the system's temporary
+    folder, the run stopping with one line that says why and where (or that it is lost)."""
     weights = model.state_dict()
     state = {'model': weights, 'config': asdict(cfg), 'history': history, 'shapes': shapes,
              'digest': digest(weights)}
@@ -1389,10 +1272,8 @@ class WriteError(Exception):
 
 @contextlib.contextmanager
 def whole(path, exit=True):
-    """Write `path` whole or not at all: the body writes to `path`.part, renamed into place once it is
-    complete; if writing fails (a full disk), the part is removed and the run stops with one line naming
-    the file and the system's reason (exit=False: WriteError), so nothing that looks like a finished file
-    is left half-written."""
+    """Write `path` whole or not at all (the body writes `path`.part, renamed once complete); a failed write
+    stops the run with one line naming the file and the system's reason (exit=False: WriteError)."""
     part = f'{path}.part'
     try:
         yield part
@@ -1400,8 +1281,7 @@ def whole(path, exit=True):
     except (OSError, RuntimeError) as e:      # (torch.save reports a failed write as a RuntimeError)
         if isinstance(e, RuntimeError) and 'inline_container' not in str(e):
             raise                             # not a failed write: a bug to see whole
-        # torch's "[enforce fail at inline_container.cc:...] . open file failed with strerror: Read-only file
-        # system": the system's words are after 'strerror: '
+        # torch's "[enforce fail at inline_container.cc:...] ... strerror: Read-only file system"
         reason = e.strerror if isinstance(e, OSError) and e.strerror else \
             str(e).splitlines()[0].split('strerror: ')[-1].strip()
         if not exit:
@@ -1413,9 +1293,8 @@ def whole(path, exit=True):
 
 
 def output_folder(out, cfg):
-    """The run's folder (default runs/<time>_<switches>), made and checked now, not after the whole run, for
-    what the run will write (the checkpoint's weights and two pictures); a folder that holds a finished
-    run is refused, not overwritten. Returns (folder, whether this call created it)."""
+    """The run's folder, made and checked now for what the run will write, not after the run; a finished
+    run's folder is refused. Returns (folder, whether this call created it)."""
     stamp = time.strftime('%Y%m%d-%H%M%S_')
     out = out or os.path.join('runs', stamp + run_name(cfg).replace(' + ', '_').replace(' ', ''))
     size = 4 * count_params(cfg) + (2 << 20)                  # float32 weights, and the pictures
@@ -1431,8 +1310,7 @@ def output_folder(out, cfg):
 
 
 def stopped(e, out, created, saved=None):
-    """A run stopped while it trains (a signal, a loss gone nan, its output closed): one line, nothing saved,
-    no empty run folder left; or after training, once the checkpoint is `saved`: one line that says so."""
+    """A run stopped (a signal, a loss gone nan, its output closed): one line, no empty run folder left."""
     if saved:
         sys.exit(f"error: interrupted after training; the trained model is saved in {saved} (without the "
                  "tests of shapes it never trained on: --ckpt runs them)")
@@ -1448,8 +1326,8 @@ def stopped(e, out, created, saved=None):
 
 
 def writable(folder, flag='--out', size=1 << 20):
-    """Make `folder` and prove now, before the work, that it takes real bytes (`size` of them, flushed to
-    the disk: an empty file would pass on a full disk); else one line of error naming it."""
+    """Make `folder` and prove now that it takes `size` real bytes (flushed: an empty file passes on a full
+    disk); else one line of error naming it."""
     test = os.path.join(folder, '.write-test')
     try:
         os.makedirs(folder, exist_ok=True)
@@ -1464,11 +1342,9 @@ def writable(folder, flag='--out', size=1 << 20):
             os.remove(test)
 
 
-
 @contextlib.contextmanager
 def written_or_gone(folder, flag='--out'):
-    """`writable(folder)` for the body's outputs, and the folder removed again if the body ends having
-    written nothing in a folder it made (Ctrl-C, a closed or full stdout): no empty folder left behind."""
+    """`writable(folder)`, and the folder removed again if the body wrote nothing in a folder it made."""
     made = not os.path.exists(folder)
     writable(folder, flag)
     try:
@@ -1483,8 +1359,7 @@ def written_or_gone(folder, flag='--out'):
 
 @torch.no_grad()
 def generate(model, vocab, prompt_ids, trace=None):
-    """Real greedy decoding, one token at a time, until <eos>. With a list as `trace`, each step appends
-    (the logits of the next token, the copy layer's attention over the context or None)."""
+    """Greedy decoding until <eos>; `trace` gets (logits, the copy layer's attention or None) a step."""
     idx = torch.tensor([prompt_ids], device=next(model.parameters()).device)
     for _ in range(model.cfg.block_size() - len(prompt_ids)):   # no further than the position table
         logits, _ = model(idx)
@@ -1559,19 +1434,11 @@ def load_checkpoint(path, device='cpu'):
     must be finite; anything else is a ValueError naming the file."""
     try:
         ck = torch.load(path, map_location=device)
-        # a checkpoint from before problems of every shape trained on the one layout, with its defaults
-        # (and no broken paths, no shape curriculum, at most 4 facts, 3 dead and 2 side rules): what a key it
-        # lacks meant then
         stored, retired = current_config(ck['config'])
-        cfg = Config(**{**LAYOUT_DEFAULTS['template'], 'layout': 'template', 'shape_curriculum': False,
-                        'broken': 0.0, 'max_facts': 4, 'max_dead': 3, 'max_side': 2, **stored,
-                        'device': device})
+        cfg = Config(**{**stored, 'device': device})
         error = retired or config_error(cfg)
         if error is None:
-            # (a checkpoint from before the copy layer's rename: copy.gain is now copy_attn.beta)
-            weights = {k.replace('copy.', 'copy_attn.', 1).replace('.gain', '.beta') if k.startswith('copy.')
-                       else k: v for k, v in ck['model'].items()}
-            damaged = 'digest' in ck and digest(ck['model']) != ck['digest']     # (older ones have none)
+            weights, damaged = ck['model'], digest(ck['model']) != ck['digest']
             model = make_model(cfg)
             odd = sorted(set(weights) ^ set(model.state_dict()))   # (load_state_dict lets some through)
             if not odd:
@@ -1685,10 +1552,8 @@ def evaluate_to(model, vocab, cfg, args, rows):
 
 
 def worker(conn, fn):
-    """A worker process: for each job that comes through `conn`, fn(*job) with one torch thread, and the
-    result (or the error) sent back. Ctrl-C, kill and a closed terminal are left to the main process,
-    which stops the workers (they start with those signals ignored: in_workers); the main process gone,
-    however it died (its end of `conn` closed, or on Linux a SIGKILL from the kernel), the worker ends."""
+    """A worker process: fn(*job) for each job through `conn`, with one torch thread, the result (or the
+    error) sent back. Signals are the main process's to handle; the main process gone, the worker ends."""
     if sys.platform.startswith('linux'):      # PR_SET_PDEATHSIG: killed with the main process, even mid-job
         import ctypes
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)
@@ -1708,10 +1573,8 @@ def worker(conn, fn):
 
 
 def in_workers(fn, jobs, workers):
-    """Yield (i, fn(*jobs[i])) as each job finishes, `workers` processes at a time (spawned: each imports
-    this file afresh). Each worker has a pipe of its own, so a worker killed mid-job leaves no shared queue
-    locked; and whatever stops the main process (Ctrl-C, SIGTERM, SIGHUP, an error) kills them all in
-    `finally`: stopping takes a second, never a hang."""
+    """Yield (i, fn(*jobs[i])) as each job finishes, `workers` spawned processes at a time, a pipe each (a
+    worker killed mid-job locks no shared queue); whatever stops the main process kills them all."""
     ctx = mp.get_context('spawn')
     waiting, started, idle, busy = list(enumerate(jobs)), [], [], {}
     stops = [getattr(signal, name) for name in ('SIGINT', 'SIGTERM', 'SIGHUP') if hasattr(signal, name)]
@@ -1756,13 +1619,10 @@ def in_workers(fn, jobs, workers):
 # --grid: the paper's table, every configuration it compares on the same problems and budget
 
 
-# one common setting for every row: the demo's task and training (problems of every shape, rules of one or
-# two premises, broken paths, Muon and its schedule) on shallower derivations (depth 1-2), with 4 layers of
-# 4 heads, chains as drawn, at most 4 facts, 3 dead and 2 side rules (the demo's earlier task), 3000 steps
-# and the last weights (no --ema), what the frozen row needs to reach about 90%: a seed of every row took
-# about 108 min on 2 CPU cores in float32, both 3 h 37 min (spread them with --shard, or add the second
-# seed later with --resume); --quick, for a class: six rows, one seed, 1000 steps. Every row differs from
-# the first only in the paper's switches (grid_rows).
+# one setting for every row: the demo's task and training on derivations of depth 1-2, 4 layers of 4 heads,
+# chains as drawn, the demo's earlier problem sizes, 3000 steps, the last weights (a seed of every row:
+# about 108 min on 2 CPU cores); --quick, for a class: six rows, one seed, 1000 steps. Rows differ only in
+# the paper's switches (grid_rows).
 GRID = dict(n_symbols=5000, max_depth=2, n_layer=4, n_head=4, balance=False, max_facts=4, max_dead=3,
             max_side=2, steps=3000, eval_every=500, eval_n=500, ema=0.0)
 GRID_QUICK = dict(GRID, steps=1000, eval_n=300)
@@ -1775,8 +1635,7 @@ GRID_FT_QUICK = (300, 50)                        # (--quick)
 
 
 def grid_rows(base, quick=False, only=None):
-    """(label, config) for every row of the table; `quick`: six of them, for a class (--quick); `only`: the
-    rows whose label holds that text (--rows: a few rows again after a change to what they do)."""
+    """(label, config) for every row of the table; `quick`: six of them; `only`: rows whose label holds it."""
     if only:
         return [(label, cfg) for label, cfg in grid_rows(base, quick) if only in label]
     c = lambda **kw: replace(base, **kw)
@@ -1827,8 +1686,7 @@ def grid_table(results, base):
 
 
 def grid_curves(results):
-    """Every row's exact match with every name unseen at each evaluation, mean over seeds (%): how far each
-    row got, and whether it was still climbing."""
+    """Every row's exact match with every name unseen at each evaluation, mean over seeds (%)."""
     labels = list(dict.fromkeys(r['row'] for r in results if r['curve']))
     steps = sorted({p[0] for r in results for p in r['curve']})
     lines = ['| configuration | ' + ' | '.join(f'step {s}' for s in steps) + ' |',
@@ -1841,8 +1699,7 @@ def grid_curves(results):
 
 
 def diversity_plot(results, path, title):
-    """The diversity curve: with every name unseen, exact match and the unseen rows' cosine against the
-    training pool's size, for the standard and the frozen model (mean over seeds)."""
+    """Exact match with every name unseen and the unseen rows' cosine against the training pool's size."""
     plt = pyplot()
     fig, (acc, cos) = plt.subplots(1, 2, figsize=(10, 4))
     for name in ('standard', 'freeze-emb'):
@@ -1896,9 +1753,8 @@ def accuracy_keys():
 
 
 def grid_job(job):
-    """One run of the grid, job = (label, config, keep the weights?), in a worker process with one thread
-    (`in_workers`): the matrices here are too small to split well over cores, so one run per core gets more
-    done (see --bench)."""
+    """One run of the grid, job = (label, config, keep the weights?), in a worker with one thread: the
+    matrices are too small to split well over cores, so one run per core gets more done (--bench)."""
     label, cfg, keep = job
     t = time.time()
     model, vocab, history = train(cfg, log=lambda *a: None)
@@ -1914,9 +1770,7 @@ def grid_job(job):
 
 
 def read_run(raw):
-    """One line of grid_runs.jsonl (bytes) as a finished run, or None where it is not one: UTF-8 JSON, an
-    object with a string row, an integer seed, a config object, and finite numbers for its results, the
-    accuracies in [0, 1]."""
+    """One line of grid_runs.jsonl (bytes) as a finished run, or None where it is not a well-formed one."""
     try:
         r = json.loads(raw.decode('utf-8'))
     except (ValueError, RecursionError):              # not UTF-8, not JSON, nested too deep
@@ -1928,35 +1782,21 @@ def read_run(raw):
             and isinstance(r.setdefault('curve', []), list)       # (none in a run of an earlier grid)
             and all(isinstance(p, list) and len(p) == 3 and all(map(number, p)) for p in r['curve'])):
         return None
-    r['config'].setdefault('lr_floor', 0.1)           # a run from before --lr-floor decayed to a tenth
-    r['config'].setdefault('balance', False)          # ... and one from before --balance drew chains as drawn
-    r['config'].setdefault('max_facts', 4)            # ... and one from before --max-facts drew 1-4 facts
-    r['config'].setdefault('max_dead', 3)             # ... and 0-3 dead rules
-    r['config'].setdefault('max_side', 2)             # ... and 0-2 side rules
-    r['config'].setdefault('ema', 0.0)                # ... and judged the last weights
     r['config'], retired = current_config(r['config'])  # (a retired switch at another value: not this grid's)
     return r if not retired and all(0 <= r[k] <= 1 for k in numbers[4:]) else None
 
 
-def run_files(folder):
-    """A grid folder's files of finished runs: grid_runs.jsonl, and one per --shard (gathered there)."""
-    names = sorted(n for n in os.listdir(folder) if n.startswith('grid_runs.shard-') and n.endswith('.jsonl'))
-    return [os.path.join(folder, n) for n in ['grid_runs.jsonl', *names]
-            if os.path.isfile(os.path.join(folder, n))]
-
-
-def saved_runs(paths, wanted, left_out=()):
-    """--resume: the finished runs in the files `paths` that belong to this grid (`wanted`: {(row, seed):
-    config}; a run written again later wins), {why: how many} of the lines left aside, and the settings in
-    which runs of this grid's rows and seeds differ from it ({key: (theirs, this grid's)}: the caller
-    refuses those, so that no finished run is ever trained over)."""
-    runs, skipped, differ, lines = {}, {}, {}, []
-    for path in paths:
-        if os.path.getsize(path) > GRID_FILE_MAX:
-            raise ValueError(f"{path} holds {os.path.getsize(path):,} bytes, far more than a grid writes "
-                             f"(at most {GRID_FILE_MAX:,}): not a grid's file")
-        with open(path, 'rb') as f:
-            lines += f.read().splitlines()
+def saved_runs(path, wanted, left_out=()):
+    """--resume: the finished runs in `path` of this grid (`wanted`: {(row, seed): config}), {why: how
+    many} of the lines left aside, and {setting: (theirs, ours)} where its runs differ (refused)."""
+    runs, skipped, differ = {}, {}, {}
+    if not os.path.isfile(path):
+        return [], skipped, differ
+    if os.path.getsize(path) > GRID_FILE_MAX:
+        raise ValueError(f"{path} holds {os.path.getsize(path):,} bytes, far more than a grid writes "
+                         f"(at most {GRID_FILE_MAX:,}): not a grid's file")
+    with open(path, 'rb') as f:
+        lines = f.read().splitlines()
     for raw in filter(bytes.strip, lines):
         r = read_run(raw)
         key = r and (r['row'], r['seed'])
@@ -1978,9 +1818,8 @@ def saved_runs(paths, wanted, left_out=()):
     return list(runs.values()), skipped, differ
 
 
-def settings_error(out, differ, flag='--resume', files=()):
-    """The one line that refuses to resume (`flag`: --resume, or --out on a grid's folder) runs trained with
-    other settings, naming each, and the `files` that hold them."""
+def settings_error(out, differ, flag='--resume'):
+    """The one line that refuses to resume runs trained with other settings, naming each."""
     theirs_steps = differ.get('steps', (None,))[0]
     quick = {GRID_QUICK['steps']: '--quick', GRID['steps']: 'no --quick'}.get(theirs_steps)
     names = []
@@ -1992,48 +1831,37 @@ def settings_error(out, differ, flag='--resume', files=()):
         else:
             name = '--' + k if k in ('layout', 'precision', 'device') else k
             names.append(f"{name} {theirs} (this grid: {ours})")
-    where = f" (in {', '.join(os.path.basename(f) for f in files)})" if files else ''
-    return (f"{flag} {out}: its runs{where} were trained with {', '.join(dict.fromkeys(names))}; give the "
+    return (f"{flag} {out}: its runs were trained with {', '.join(dict.fromkeys(names))}; give the "
             "same settings to finish it, or another folder (its runs are kept as they are)")
 
 
-def grid_command(args, resume, shard=True):
-    """The command that finishes this grid (or this shard of it): every setting it was given, and --resume."""
+def grid_command(args, resume):
+    """The command that finishes this grid: every setting it was given, and --resume."""
     given = [('--quick', args.quick), (f'--seeds {args.seeds}', args.seeds),
              (f"--rows '{args.rows}'", args.rows),
-             ('--shard %d/%d' % (args.shard or (0, 0)), shard and args.shard),
              (f'--layout {args.layout}', args.layout != 'shapes'),
              (f'--device {args.device}', args.device != 'auto'),
              (f'--precision {args.precision}', args.precision != 'auto')]
     return ' '.join(['python unseen.py --grid', *[flag for flag, on in given if on], f'--resume {resume}'])
 
 
-def run_grid(base, seeds, out, workers, log=print, shard=None, flag='--resume', quick=False, only=None,
-             tag=''):
-    """Train every row with every seed, `workers` runs at a time. Returns (results in row order, the
-    markdown table, the seed-0 standard model: the fine-tuning contrast starts from it). Each finished
-    run is appended to out/grid_runs.jsonl at once (the standard model's weights to out/pretrained.pt),
-    and runs already there with the same configuration are not trained again: --resume. With `shard`
-    (I, N): only every N-th run from the I-th, into a file of its own; returns (its results, None, None).
-    With `only` (--rows): those rows alone, and no standard model unless it is one of them (None); `tag`:
-    the pictures' names end with it (grid-rows.png: a selection never replaces the full grid's)."""
+def run_grid(base, seeds, out, workers, log=print, flag='--resume', quick=False, only=None, tag=''):
+    """Train every row with every seed, `workers` runs at a time, each appended to out/grid_runs.jsonl once
+    finished (runs already there are not trained again). Returns (results, the table, the seed-0 standard
+    model for the fine-tuning contrast). `only` (--rows): those rows alone; `tag`: the pictures' names end
+    with it."""
     jobs = [(label, replace(cfg, seed=seed), label == 'standard' and seed == seeds[0])
             for label, cfg in grid_rows(base, quick, only) for seed in seeds]
-    mine = jobs if shard is None else jobs[shard[0] - 1::shard[1]]
-    own = 'grid_runs.jsonl' if shard is None else 'grid_runs.shard-%d-of-%d.jsonl' % shard
-    saved = os.path.join(out, own)
-    weights_file = os.path.join(out, 'pretrained.pt')
+    saved, weights_file = os.path.join(out, 'grid_runs.jsonl'), os.path.join(out, 'pretrained.pt')
     # --resume: keep the finished runs of these very configurations (the weights too, for the one kept)
     wanted = {(label, cfg.seed): json.loads(json.dumps(asdict(cfg))) for label, cfg, _ in jobs}
-    files = run_files(out)
-    differ = saved_runs(files, wanted)[2]      # every file in the folder, a shard's too: one grid's settings
+    left_out = {label for label, _ in grid_rows(base, quick)} - {label for label, _, _ in jobs}
+    results, skipped, differ = saved_runs(saved, wanted, left_out)
     if differ:
-        raise ValueError(settings_error(out, differ, flag, [p for p in files if saved_runs([p], wanted)[2]]))
+        raise ValueError(settings_error(out, differ, flag))
     if not os.path.isfile(saved):
         open(saved, 'w').close()         # there from the start, for --resume
-    left_out = {label for label, _ in grid_rows(base, quick)} - {label for label, _, _ in jobs}
-    results, skipped, _ = saved_runs(files, wanted, left_out)   # a shard too: no run another file holds again
-    pretrained, kept = None, next(((label, cfg) for label, cfg, keep in mine if keep), None)  # (a shard's?)
+    pretrained, kept = None, next(((label, cfg) for label, cfg, keep in jobs if keep), None)
     try:
         if kept:
             pretrained = torch.load(weights_file)
@@ -2045,9 +1873,9 @@ def run_grid(base, seeds, out, workers, log=print, shard=None, flag='--resume', 
                     'the fine-tuning contrast that starts from its weights'] = 1
         results = [r for r in results if (r['row'], r['seed']) != (kept[0], kept[1].seed)]
     done_before = {(r['row'], r['seed']) for r in results}
-    todo = [(job,) for job in mine if (job[0], job[1].seed) not in done_before]
+    todo = [(job,) for job in jobs if (job[0], job[1].seed) not in done_before]
     if results or skipped:
-        log(f"resuming: {len(mine) - len(todo)} of {len(mine)} runs already in {', '.join(run_files(out))}"
+        log(f"resuming: {len(jobs) - len(todo)} of {len(jobs)} runs already in {saved}"
             + ''.join(f"; {n} {why}" for why, n in skipped.items()))
     with open(saved, 'rb+') as f:        # a line half-written by a crash must not swallow the next one
         size = f.seek(0, os.SEEK_END)
@@ -2062,15 +1890,12 @@ def run_grid(base, seeds, out, workers, log=print, shard=None, flag='--resume', 
             f.write(json.dumps(result) + '\n')
         results.append(result)
         new = results[len(done_before):]                 # trained in this call: the time estimate
-        done = len(mine) - len(todo) + len(new)
-        left = sum(r['wall'] for r in new) / len(new) * (len(mine) - done) / workers
+        done = len(jobs) - len(todo) + len(new)
+        left = sum(r['wall'] for r in new) / len(new) * (len(jobs) - done) / workers
         accs = ' '.join(f"{s} {acc_str(result, s)}" for s in logic_data.SCENARIOS)
-        log(f"[{done:2d}/{len(mine)}] {result['row']:<40} seed {result['seed']} | {accs} | "
+        log(f"[{done:2d}/{len(jobs)}] {result['row']:<40} seed {result['seed']} | {accs} | "
             f"cos unseen {cos_str(result['cos_unseen'])} | {result['wall']:4.0f} s | "
             f"about {left / 60:4.1f} min left")
-    if shard is not None:
-        ours = {(label, cfg.seed) for label, cfg, _ in mine}
-        return [r for r in results if (r['row'], r['seed']) in ours], None, None
     order = {(label, cfg.seed): i for i, (label, cfg, _) in enumerate(jobs)}
     results.sort(key=lambda r: order[r['row'], r['seed']])
     cfg = next((cfg for label, cfg, keep in jobs if keep), None)
@@ -2095,20 +1920,13 @@ def main_grid(args, argv):
     rows = grid_rows(base, args.quick, args.rows)
     tag = '' if args.rows is None else '-rows'     # a selection's table and pictures never replace the grid's
     workers = (os.cpu_count() or 1) if device == 'cpu' else 1
-    share = f"; shard {args.shard[0]} of {args.shard[1]}: every {args.shard[1]}-th run" if args.shard else ''
     print(f"grid: {len(rows)} configurations x {len(seeds)} seed(s), {base.steps} steps each, "
-          f"{grid_problems(base)}, "
-          f"{base.n_symbols} training symbols unless named, {device} in {base.precision}, {workers} run(s) "
-          f"at a time{share}; writing to {out}")
+          f"{grid_problems(base)}, {base.n_symbols} training symbols unless named, {device} in "
+          f"{base.precision}, {workers} run(s) at a time; writing to {out}")
     try:
-        results, table, trained = run_grid(base, seeds, out, workers, shard=args.shard,
-                                           flag='--resume' if args.resume else '--out', quick=args.quick,
+        flag = '--resume' if args.resume else '--out'
+        results, table, trained = run_grid(base, seeds, out, workers, flag=flag, quick=args.quick,
                                            only=args.rows, tag=tag)
-        if args.shard:   # its share only: the table waits for every shard
-            return print(f"\nshard {args.shard[0]} of {args.shard[1]} done: {len(results)} runs in "
-                         f"{out}/grid_runs.shard-{args.shard[0]}-of-{args.shard[1]}.jsonl. When every shard "
-                         "is done, gather their grid_runs*.jsonl and pretrained.pt in one folder and run: "
-                         f"{grid_command(args, 'FOLDER', shard=False)}")
         ft_steps, ft_every = (GRID_FT_QUICK if args.quick else GRID_FT)
         print('\n' + table + '\n')
         if trained is None:     # --rows without the standard model: no fine-tuning contrast
@@ -2139,8 +1957,8 @@ def main_grid(args, argv):
           f"{f', finetune{tag}.png' if ft else ''}")
 
 # -----------------------------------------------------------------------------
-# --grid, then: the fine-tuning contrast (the standard model fine-tuned on problems in its unseen names,
-# from collapsed, fresh or copied rows; theory_demo.py --finetune does it on a real checkpoint)
+# --grid, then: the standard model fine-tuned on problems in its unseen names, from collapsed, fresh or
+# copied rows (theory_demo.py --finetune does it on a real checkpoint)
 
 
 @torch.no_grad()
@@ -2162,12 +1980,9 @@ def set_unseen_rows(model, vocab, rows):
 
 
 def finetune_small(model, vocab, cfg, rows, max_steps, eval_every, target=0.9):
-    """Fine-tune a trained model on problems written in the unseen symbols, and count the steps until it
-    solves `target` of the 'all' test problems. `rows`: what the unseen (un)embedding rows start as,
-        collapsed  as pre-training left them (one shared vector)
-        fresh      re-drawn at random, with the mean norm of the trained training-symbol rows
-        copied     copies of randomly chosen trained training-symbol rows
-    Returns (steps to target or None, history [(step, accuracy)])."""
+    """Fine-tune a trained model on problems in the unseen symbols, its unseen rows `collapsed` (as trained),
+    `fresh` (random, of the training rows' norm) or `copied` (from training rows). Returns (steps until it
+    solves `target` of the 'all' test problems or None, history [(step, accuracy)])."""
     torch.manual_seed(cfg.seed)
     model = set_unseen_rows(copy.deepcopy(model).train(), vocab, rows)
     ft = replace(cfg, freeze_emb=False, freeze_unused=False, forget_every=0, curriculum=0, steps=max_steps,
@@ -2194,8 +2009,7 @@ def finetune_small_job(weights, cfg, rows, max_steps, eval_every):
 
 
 def finetune_contrast(model, vocab, cfg, max_steps, eval_every, workers, path):
-    """The three starting rows, `workers` at a time; their curves drawn to `path`. Returns ({rows:
-    dict(steps_to_90, history)}, the markdown table)."""
+    """The three starting rows side by side, their curves drawn to `path`. Returns (results, the table)."""
     starts = ('collapsed', 'fresh', 'copied')
     weights = {k: v.cpu() for k, v in model.state_dict().items()}
     jobs = [(weights, cfg, rows, max_steps, eval_every) for rows in starts]
@@ -2224,8 +2038,7 @@ def finetune_contrast(model, vocab, cfg, max_steps, eval_every, workers, path):
 
 
 def timed_steps(cfg, steps, group=True, threads=None):
-    """(non-padding input tokens, FLOPs, seconds) of `steps` training steps (data, forward, backward,
-    optimiser) of a fresh model, after 5 warm-up steps (allocators, caches, a compile). `threads`: torch's."""
+    """(input tokens, FLOPs, seconds) of `steps` training steps of a fresh model, after 5 to warm up."""
     if threads:
         torch.set_num_threads(threads)
     keep_freed_memory()
@@ -2248,11 +2061,9 @@ def timed_steps(cfg, steps, group=True, threads=None):
 
 
 def bench(cfg, steps=40, rounds=2, log=print):
-    """The training loop at full problems (every depth, length-grouped batches of the run's size), as written
-    and with each speed lever: ms a step, tokens/s, GFLOP/s and the share of this machine's own matmul rate
-    at the model's shapes in that precision (matmul_rate, measured here), as nanoGPT's log line carries its
-    MFU. The best of `rounds` timings counts (the others were disturbed by something else on the machine).
-    The last row is what --grid does: one run per core, one thread each, all of them together."""
+    """The training loop at full problems, as written and with each speed lever: ms a step, tokens/s, GFLOP/s
+    and the share of this machine's own matmul rate (nanoGPT's MFU), the best of `rounds`. The last row is
+    what --grid does: one run per core, one thread each."""
     n, b = os.cpu_count() or 1, cfg.batch_size
     variants = [('float32, as written', dict(precision='fp32', compile=False), {}),
                 ('float32, the attention compiled', dict(precision='fp32', compile=True), {})]
@@ -2291,16 +2102,14 @@ def bench(cfg, steps=40, rounds=2, log=print):
 
 
 def pick_device(name):
-    """auto: CUDA if there is one, else the CPU. Not an Apple GPU (mps): a model this small launches many
-    small kernels a step, which a GPU pays for in latency; `--device mps` asks for it."""
+    """auto: CUDA if there is one, else the CPU (not mps: this model's many small kernels pay in latency)."""
     if name != 'auto':
         return name
     return 'cuda' if torch.cuda.is_available() else 'cpu'
 
 
 def pick_precision(name, device):
-    """auto: bfloat16 where the hardware computes it fast (CUDA with bf16, a CPU with AVX512-BF16 or AMX),
-    float32 elsewhere (emulated bfloat16 is slower)."""
+    """auto: bfloat16 where the hardware is fast at it (CUDA, a CPU with AVX512-BF16 or AMX), else float32."""
     if name != 'auto':
         return name
     if device.startswith('cuda'):
@@ -2342,31 +2151,21 @@ def parse_args(argv=None):
       "raw embeddings to the residual stream; pointer: add copy logits for the attended tokens' ids")
     a('--identity', action=argparse.BooleanOptionalAction, default=d.identity,
       help="Boix-Adsera et al.'s identity terms (a_h I, b_h I) in every attention head")
-    a('--positions', choices=POSITIONS, default=d.positions, help='learned: a table of '
-      'position rows added to the input; randomised: the same table, each training problem read from a '
-      'random row of it; rotary: queries and keys rotated by position (relative offsets); none: no '
-      'positions at all')
-    a('--shift', type=int, default=None, metavar='N', help=by_layout('shift') + ' (learned positions): '
-      'training puts each problem at row 0 or row N of the position table at random, the tests at row N '
-      '(keep N even: every prompt has an odd length, and the models read parity)')
+    a('--shift', type=int, default=None, metavar='N', help=by_layout('shift') + ': training reads each '
+      'problem from row 0 or row N of the position table, the tests from row N (keep N even)')
     a('--freeze-emb', action='store_true', help='orthogonal (un)embeddings, never updated')
-    a('--freeze-unused', action='store_true', help='freeze only the rows of tokens never a training target '
-      '(the unseen names, <pad>, the signs of prompts) and train the rest: the practitioner\'s question')
-    a('--untie-emb', action='store_true',
-      help='separate input embedding and unembedding (two matrices that start equal)')
+    a('--freeze-unused', action='store_true', help='freeze only the rows of tokens never a training target')
+    a('--untie-emb', action='store_true', help='separate input embedding and unembedding (equal at first)')
     a('--forget-every', type=int, default=0, metavar='K', help="re-draw the names' (un)embedding rows and "
-      "their AdamW state every K steps (the signs' rows keep training), and on the last step")
+      'their AdamW state every K steps, and on the last step')
     a('--forget-until', type=int, default=0, metavar='N', help='no resets after step N (0: never stop)')
     a('--n-symbols', type=int, default=d.n_symbols, help='training symbol pool (diversity)')
     a('--max-depth', type=int, default=d.max_depth, help='longest planted derivation')
-    a('--max-facts', type=int, default=d.max_facts, help='the most facts a problem has (layout shapes; 4: '
-      'as in earlier versions, whose models take the first four slots of a prompt for the facts)')
+    a('--max-facts', type=int, default=d.max_facts, help='the most facts a problem has (layout shapes)')
     a('--max-dead', type=int, default=d.max_dead, help='the most dead rules (never firing) a training '
-      'problem has (layout shapes; the tests keep 0-3; at most 9 side and dead rules together; with '
-      '--max-side 2, 7 gave as many rules as the tests 4 steps beyond have, as --max-side 6 does)')
+      'problem has (layout shapes; the tests 0-3)')
     a('--max-side', type=int, default=d.max_side, help='the most side rules (firing, not needed) a training '
-      'problem has (layout shapes; the tests keep 0-2; 6: chains as long as the tests 4 steps beyond have, '
-      'from paths no deeper: the chain\'s length no longer ends where training\'s did; 2: as before)')
+      'problem has (layout shapes; the tests 0-2; 6: chains as long as the tests 4 steps beyond have)')
     a('--max-premises', type=int, default=None, help=by_layout('max_premises') + ': premises per rule '
       '(1 to 3; 1: no conjunctions)')
     a('--curriculum', type=int, default=None, metavar='N', help=by_layout('curriculum') + ': training '
@@ -2376,29 +2175,25 @@ def parse_args(argv=None):
     a('--layout', choices=logic_data.LAYOUTS, default=d.layout, help='shapes: problems of many shapes; '
       'template: one layout (2 facts, the path, 2 dead rules)')
     a('--shape-curriculum', action=argparse.BooleanOptionalAction, default=d.shape_curriculum,
-      help='with --curriculum: small shapes first (at most 2 facts, no side and 1 dead rule), every shape '
-      'from the last stage')
+      help='with --curriculum: small shapes first, every shape from the last stage')
     a('--balance', action=argparse.BooleanOptionalAction, default=None, help=by_layout('balance') + ': '
-      'training chains of every length about equally often (kept by length); --no-balance: as drawn')
+      'training chains of every length about equally often; --no-balance: as drawn')
     a('--n-layer', type=int, default=None, help=by_layout('n_layer'))
     a('--n-head', type=int, default=None, help=by_layout('n_head'))
     a('--n-embd', type=int, default=d.n_embd, help='model width')
     a('--steps', type=int, default=None, help=by_layout('steps'))
     a('--batch-size', type=int, default=None, help=by_layout('batch_size'))
     a('--optimizer', choices=('muon', 'adamw'), default=None, help=by_layout('optimizer') + ": muon: Muon on "
-      "the blocks' matrices, AdamW on the rest (the (un)embeddings included); adamw: AdamW on everything")
+      "the blocks' matrices, AdamW on the rest; adamw: AdamW on everything")
     a('--lr', type=float, default=None, help=by_layout('lr') + ": AdamW's rate")
-    a('--emb-lr', type=float, default=d.emb_lr, help="the names' rows' AdamW rate, as a share of --lr; the "
-      "signs' rows train at the full rate (a small share keeps reset rows apart between resets: "
-      'theory_demo.py --between-resets)')
+    a('--emb-lr', type=float, default=d.emb_lr, help="the names' rows' AdamW rate, as a share of --lr")
     a('--muon-lr', type=float, default=d.muon_lr, help="Muon's rate (with --optimizer muon)")
-    a('--decay', type=float, default=None, help=by_layout('decay') + ': after the warmup the full rate, '
-      'then a linear decay to --lr-floor over this share of the steps, at the end')
-    a('--lr-floor', type=float, default=d.lr_floor, help='the rate at the end of the decay, as a share of '
-      'the full rate')
+    a('--decay', type=float, default=None, help=by_layout('decay') + ': the share of the steps, at the end, '
+      'over which the rate decays to --lr-floor of it')
+    a('--lr-floor', type=float, default=d.lr_floor, help='the rate at the end, as a share of the full rate')
     a('--weight-decay', type=float, default=d.weight_decay, help='AdamW decay, (un)embeddings included')
-    a('--ema', type=float, default=None, help=by_layout('ema') + ': the model evaluated and saved is a '
-      'moving average of the weights with this decay, updated after every step (0: the last weights)')
+    a('--ema', type=float, default=None, help=by_layout('ema') + ': evaluate and save a moving average of '
+      'the weights with this decay (0: the last weights)')
     a('--eval-every', type=int, default=d.eval_every)
     a('--eval-n', type=int, default=d.eval_n, help='test problems per scenario')
     a('--seed', type=int, default=d.seed)
@@ -2413,43 +2208,27 @@ def parse_args(argv=None):
       "holds letters, digits and _; premises are separated by spaces)")
     a('--problems', metavar='FILE', help='with --ckpt: solve every problem in FILE (one per line: the text '
       'form, or JSON lines from logic_data.py --jsonl)')
-    a('--ckpt', metavar='PATH', help='checkpoint written by a training run: evaluate it on the three '
-      'scenarios and the shapes it never trained on (mistakes shown for --unseen), or solve one problem '
-      'with --ask, or a file with --problems')
-    a('--grid', action='store_true', help="train every configuration of the paper's table (2 seeds each, on "
-      'problems of every shape) and run the fine-tuning contrast; writes grid.md, grid.json, grid.png, '
-      'finetune.png, diversity.png (3 h 37 min on 2 CPU cores in float32, one seed 108 min: spread it '
-      'with --shard, or run --seeds 1 and add seeds with --resume)')
+    a('--ckpt', metavar='PATH', help='a checkpoint of a training run: evaluate it on its test sets, or '
+      'solve one problem with --ask, or a file with --problems')
+    a('--grid', action='store_true', help="train every configuration of the paper's table and run the "
+      'fine-tuning contrast (3 h 37 min on 2 CPU cores, one seed 108 min)')
     a('--quick', action='store_true', help='with --grid: six rows, one seed, 1000 steps (about 10 min)')
     a('--seeds', type=int, default=None, help='with --grid: seeds per row (default 2, 1 with --quick)')
-    a('--resume', metavar='DIR', help='with --grid: finish an interrupted grid in DIR (same --quick and '
-      '--seeds), training only the runs it does not have yet; or write the table of shards gathered in DIR')
-    a('--shard', type=shard_arg, metavar='I/N', help='with --grid: train only every N-th run, from the I-th '
-      '(1 <= I <= N), into a file of its own: the grid spread over N machines or jobs')
-    a('--rows', metavar='TEXT', help="with --grid: only the rows whose name holds TEXT (e.g. 'forget'), "
-      'a few rows again after a change to what they do; their table goes to grid-rows.md (and .json, .png), '
-      "never over the full grid's")
-    a('--bench', action='store_true',
-      help="time the training step for each speed lever: ms a step, tokens/s, GFLOP/s and the share of this "
-      "machine's own matmul rate (the switches pick the model)")
+    a('--resume', metavar='DIR', help='with --grid: finish the grid in DIR, training only the runs it does '
+      'not have')
+    a('--rows', metavar='TEXT', help="with --grid: only the rows whose name holds TEXT (to grid-rows.md)")
+    a('--bench', action='store_true', help="time the training step for each speed lever, against this "
+      "machine's own matmul rate")
     args = p.parse_args(argv)
     check_args(p, args)
     return args
-
-
-def shard_arg(text):
-    """--shard I/N, as (I, N)."""
-    i, _, n = text.partition('/')
-    if not (i.isascii() and i.isdigit() and n.isascii() and n.isdigit() and 1 <= int(i) <= int(n) <= 1000):
-        raise argparse.ArgumentTypeError(f"{text!r}: give I/N with 1 <= I <= N <= 1000, e.g. 1/4")
-    return int(i), int(n)
 
 
 def check_args(p, args):
     """Every way the switches can contradict each other or measure nothing, each a one-line argparse error."""
     d, flag = Config(), lambda k: '--' + k.replace('_', '-')
     given = lambda names: [flag(k) for k in names if getattr(args, k) != p.get_default(k)]
-    grid_flags = ('quick', 'seeds', 'resume', 'shard', 'rows', 'layout', 'device', 'precision', 'out')
+    grid_flags = ('quick', 'seeds', 'resume', 'rows', 'layout', 'device', 'precision', 'out')
     on_grid = given(k for k in vars(args) if k not in ('grid', *grid_flags))
     on_bench = given(('unseen', 'steps', 'curriculum', 'eval_every', 'eval_n', 'precision', 'out', 'ask',
                       'ckpt'))
@@ -2463,13 +2242,13 @@ def check_args(p, args):
                                 f"(only {', '.join(map(flag, grid_flags))})"),
         (args.bench and on_bench, '--bench times every precision for a fixed number of steps and writes '
                                   f"nothing; it cannot take {' '.join(on_bench)}"),
-        ((args.quick or args.seeds is not None or args.resume or args.shard or args.rows is not None)
-         and not args.grid, '--quick, --seeds, --resume, --shard and --rows go with --grid'),
+        ((args.quick or args.seeds is not None or args.resume or args.rows is not None)
+         and not args.grid, '--quick, --seeds, --resume and --rows go with --grid'),
         (args.rows is not None and not args.rows.strip(),
          "--rows '': give the text of the rows' names to run again (e.g. --rows forget)"),
         (args.grid and args.rows is not None and not grid_rows(Config(**GRID), args.quick, args.rows),
          f"--rows {args.rows!r}: no row of the grid{' --quick' if args.quick else ''} has that in its name"),
-        (args.resume and not (os.path.isdir(args.resume) and run_files(args.resume)),
+        (args.resume and not os.path.isfile(os.path.join(args.resume, 'grid_runs.jsonl')),
          f'--resume {args.resume}: no grid_runs.jsonl there (not a grid folder)'),
         (args.resume and args.out and args.out != args.resume,
          '--resume DIR writes into DIR; leave out --out'),
@@ -2489,14 +2268,10 @@ def check_args(p, args):
          '--freeze-unused freezes some rows; it cannot go with '
          + ('--freeze-emb' if args.freeze_emb else '--forget-every') + ' (which acts on all of them)'),
         (args.copy_form != d.copy_form and not args.copy_attn, '--copy-form goes with --copy-attn'),
-        (args.broken != d.broken and args.layout == 'template',
-         '--broken goes with --layout shapes (the one layout has no broken paths)'),
-        (args.max_facts != d.max_facts and args.layout == 'template',
-         '--max-facts goes with --layout shapes (the one layout always has 2 facts)'),
-        (args.max_dead != d.max_dead and args.layout == 'template',
-         '--max-dead goes with --layout shapes (the one layout always has 2 dead rules)'),
-        (args.max_side != d.max_side and args.layout == 'template',
-         '--max-side goes with --layout shapes (the one layout has no side rules)'),
+        *[(getattr(args, k) != getattr(d, k) and args.layout == 'template',
+           f'{flag(k)} goes with --layout shapes (the one layout {why})')
+          for k, why in (('broken', 'has no broken paths'), ('max_facts', 'always has 2 facts'),
+                         ('max_dead', 'always has 2 dead rules'), ('max_side', 'has no side rules'))],
         (args.muon_lr != d.muon_lr
          and (args.optimizer or LAYOUT_DEFAULTS[args.layout]['optimizer']) != 'muon',
          '--muon-lr goes with --optimizer muon (the default on problems of every shape)'),
@@ -2514,8 +2289,7 @@ def check_args(p, args):
 
 
 def config_error(c):
-    """The first thing wrong with a configuration's numbers, as a message naming the flag, or None. The
-    command line (argparse's namespace) and a checkpoint's stored config pass the same checks."""
+    """The first thing wrong with a configuration (the command line's or a checkpoint's), naming the flag."""
     flag = lambda k: '--' + k.replace('_', '-')
     number = lambda k: getattr(c, k) if getattr(c, k) is not None else LAYOUT_DEFAULTS[c.layout][k]
     if c.optimizer not in (None, 'muon', 'adamw'):   # (a stored config)
@@ -2527,8 +2301,6 @@ def config_error(c):
              ('eval_n', 20_000), ('steps', 10_000_000), ('shift', 1000))
     if c.layout not in logic_data.LAYOUTS:
         return f"--layout {c.layout}: choose from {', '.join(logic_data.LAYOUTS)}"
-    if c.positions not in POSITIONS:   # (a stored config: else a model with no positions at all)
-        return f"--positions {c.positions}: choose from {', '.join(POSITIONS)}"
     whole = ('n_symbols', 'max_depth', 'max_premises', 'curriculum', 'max_facts', 'max_dead', 'max_side',
              'n_layer', 'n_head', 'n_embd', 'shift', 'forget_every', 'forget_until', 'steps', 'batch_size',
              'warmup', 'eval_every', 'eval_n', 'seed')
@@ -2549,14 +2321,9 @@ def config_error(c):
           for k in ('forget_every', 'forget_until', 'curriculum')],
         (number('shift') < 0, '--shift must be >= 0'),
         (number('ema') == 1, '--ema 1: the average would never leave the initial weights (0: the last ones)'),
-        (c.shift is not None and c.shift > 0 and c.positions != 'learned',
-         '--shift moves rows of the learned position table: it needs --positions learned'),
         (not 0 <= c.seed < 2 ** 63, f'--seed {c.seed}: must be in [0, 2^63)'),
         (heads >= 1 and c.n_embd % heads,
          f'--n-embd {c.n_embd} must be divisible by --n-head {heads}'),
-        (heads >= 1 and c.positions == 'rotary' and c.n_embd // heads % 2,
-         f'--positions rotary turns pairs of channels: the head size --n-embd / --n-head '
-         f'({c.n_embd} / {heads} = {c.n_embd // max(1, heads)}) must be even'),
         (True, logic_data.size_error(c.n_symbols, c.max_depth, number('max_premises'), c.max_facts,
                                      c.max_dead, c.max_side)),
         *[(not low <= number(k) <= high or (number(k) == 0 and k in open_low),
@@ -2590,9 +2357,6 @@ def config_error(c):
         return (f'--batch-size {B} --n-layer {L} --n-embd {C} with problems of up to {T} tokens: one '
                 f'training step would hold about {memory / 1e9:.0f} GB; use a smaller --batch-size or model')
     return None
-
-
-
 
 
 if __name__ == '__main__':
