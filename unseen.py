@@ -354,7 +354,7 @@ def make_model(cfg, weights=None):
 @torch.no_grad()
 def init_embeddings(model, rows=slice(None)):
     """Orthogonal (un)embeddings (`rows`: only these). With V > C tokens the columns are orthonormal: a
-    tight frame, the rows spread as evenly as C dimensions allow, of mean norm 1. Untied: the same two."""
+    tight frame, the rows spread as evenly as C dimensions allow, of mean norm 1 (untied: both matrices)."""
     w = torch.empty_like(model.lm_head.weight)
     V, C = w.shape
     nn.init.orthogonal_(w, gain=math.sqrt(max(V / C, 1.0)))
@@ -425,7 +425,8 @@ def slow_name_rows(adamw, model, rows, share):
 
 class Muon(torch.optim.Optimizer):
     """Muon (Jordan et al. 2024) as torch.optim.Muon computes it, but on all matrices of one shape at once
-    and in float32 (torch's: one at a time in bfloat16, 110 ms a step of the demo on most CPUs, not 6)."""
+    and in float32 (torch's: one at a time in bfloat16, which a CPU without AVX512-BF16 emulates: 110 ms
+    a step of the demo, not 6)."""
 
     def __init__(self, params, lr, weight_decay, momentum=0.95):
         super().__init__(params, dict(lr=lr, weight_decay=weight_decay, momentum=momentum))
