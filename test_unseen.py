@@ -1387,7 +1387,7 @@ GUIDES = ('README.md', 'docs/teaching.md')       # the user's guide and the clas
 
 
 def guides_text():
-    """The README and the class hour's guide, one after the other (a quoted block or table lives in either)."""
+    """The README and the class hour's guide, one after the other (a quoted block or table is in either)."""
     here = os.path.dirname(__file__) or '.'
     return '\n'.join(open(os.path.join(here, path)).read() for path in GUIDES)
 
@@ -2055,7 +2055,8 @@ def test_grid_has_every_row_the_paper_table_needs():
     for row in ['standard', 'no-identity', 'copy-attn', 'copy-pointer', 'freeze-emb',
                 'copy-attn + freeze-emb', 'freeze-unused', f'forget-every {K}{E}',
                 f'copy-attn + forget-every {K}{E}',
-                f'forget-every {K} + until {N}{E}', f'copy-pointer + forget-every {K} + until {N}{E}', 'untied']:
+                f'forget-every {K} + until {N}{E}', f'copy-pointer + forget-every {K} + until {N}{E}',
+                'untied']:
         assert row in rows
     assert all(r.emb_lr == (U.GRID_EMB_LR if r.forget_every else 1) for r in rows.values())   # resets: slow
     # each label says what its configuration is; every row trains with the demo's task and training (its
@@ -2237,7 +2238,7 @@ def test_grid_rows_trains_only_the_named_rows_and_their_table(tmp_path, tiny_gri
     assert '| standard |' not in table and '| forget-every 100 + emb-lr 0.1 |' in table
     assert 'no fine-tuning contrast' in table and not list(tmp_path.glob('finetune*.png'))
     assert (tmp_path / 'grid-rows.png').exists() and (tmp_path / 'grid-rows.json').exists()
-    U.main(['--grid', '--rows', 'until', '--resume', str(tmp_path), '--precision', 'fp32'])   # two of the four
+    U.main(['--grid', '--rows', 'until', '--resume', str(tmp_path), '--precision', 'fp32'])   # two of four
     said = capsys.readouterr().out
     assert 'rows that --rows leaves out' in said and 'another --seeds' not in said
     r = run('unseen.py', '--grid', '--rows', 'nothing like it')
@@ -2261,7 +2262,8 @@ def test_grid_on_the_one_layout_with_layout_template(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize('text, says', [
-    ('a . b . a,b->c . ? c', "'a,b' is not a name: it holds ',' (premises are separated by spaces: 'a b -> c')"),
+    ('a . b . a,b->c . ? c',
+     "'a,b' is not a name: it holds ',' (premises are separated by spaces: 'a b -> c')"),
     ('a . b . a, b -> c . ? c', "'a,' is not a name: it holds ','"),
     ('a . b . a+b->c . ? c', "'a+b' is not a name: it holds '+'"),
     ('a . b . a&b -> c . ? c', "'a&b' is not a name: it holds '&'"),
@@ -2272,7 +2274,8 @@ def test_grid_on_the_one_layout_with_layout_template(tmp_path, monkeypatch):
     ('rain . ? rain->snow', "the query 'rain->snow' holds an arrow"),
     ('rain . rain => snow . ? snow', "neither a fact"),
 ])
-def test_a_name_holding_a_connective_or_an_arrow_is_refused_everywhere_text_is_read(text, says, tmp_path, trained):
+def test_a_name_holding_a_connective_or_an_arrow_is_refused_everywhere_text_is_read(text, says, tmp_path,
+                                                                                    trained):
     """A connective or an arrow typed inside a name never becomes part of a new name (a silent wrong answer):
     refused in one line that shows the fix, by the parser, --ask and --problems alike."""
     with pytest.raises(ValueError) as e:
@@ -2286,11 +2289,12 @@ def test_a_name_holding_a_connective_or_an_arrow_is_refused_everywhere_text_is_r
     f.write_text('a . a -> b . ? b\n' + text + '\n')
     r = run('unseen.py', '--ckpt', str(path), '--problems', str(f))
     assert r.returncode != 0 and says in r.stderr and 'line 2' in r.stderr and 'solved' not in r.stdout
-    assert L.parse('rain . rain->snow . ? snow') == L.parse('rain . rain -> snow . ? snow')   # glued '->': a rule
+    assert L.parse('rain . rain->snow . ? snow') == L.parse('rain . rain -> snow . ? snow')   # glued: a rule
     assert L.parse('r\u00e9gen . r\u00e9gen -> n2_b . ? n2_b').answer            # any alphabet, digits, '_'
 
 
-def test_a_checkpoint_that_cannot_be_written_is_saved_elsewhere_and_the_line_says_so_whole(tmp_path, monkeypatch):
+def test_a_checkpoint_that_cannot_be_written_is_saved_elsewhere_and_the_line_says_so_whole(tmp_path,
+                                                                                          monkeypatch):
     """A folder turned read-only (or a full disk) after training: the line gives the system's reason whole,
     and the trained model goes to the temporary folder, named in the line; if that fails too, it says the
     model is lost."""
@@ -2308,8 +2312,9 @@ def test_a_checkpoint_that_cannot_be_written_is_saved_elsewhere_and_the_line_say
     with pytest.raises(SystemExit) as e:
         U.save_checkpoint(str(tmp_path / 'run' / 'ckpt.pt'), model, TINY, [])
     kept = list(spare.glob('unseen-*-ckpt.pt'))
-    assert len(kept) == 1 and str(e.value) == (f"error: cannot write {tmp_path / 'run' / 'ckpt.pt'} (Read-only "
-                                               f"file system); the trained model is saved instead in {kept[0]}")
+    assert len(kept) == 1 and str(e.value) == (
+        f"error: cannot write {tmp_path / 'run' / 'ckpt.pt'} (Read-only file system); the trained model is "
+        f"saved instead in {kept[0]}")
     assert torch.equal(U.load_checkpoint(str(kept[0]))[0].lm_head.weight, model.lm_head.weight)
     monkeypatch.setattr(U.torch, 'save', readonly)
     with pytest.raises(SystemExit) as e:
@@ -2327,7 +2332,8 @@ def test_a_stored_configs_numbers_are_checked_by_type_and_forgetting_must_reset_
         c = U.Config()
         setattr(c, field, value)
         assert U.config_error(c) == says
-    assert 'comes before the first reset' in U.config_error(replace(U.Config(), forget_every=10, forget_until=5))
+    early = replace(U.Config(), forget_every=10, forget_until=5)
+    assert 'comes before the first reset' in U.config_error(early)
     assert U.config_error(replace(U.Config(), forget_every=10, forget_until=10)) is None
     r = run('unseen.py', '--forget-every', '10', '--forget-until', '5')
     assert r.returncode != 0 and 'comes before the first reset (step 10)' in r.stderr
@@ -2371,7 +2377,7 @@ def test_every_report_counts_beyond_training_from_the_depth_the_run_trained_on(t
 
 def test_an_interrupted_report_leaves_no_empty_output_folder(trained, tmp_path, monkeypatch):
     """--ckpt and theory_demo.py make their --out folder first (to refuse one they cannot write); stopped
-    before they write into it (Ctrl-C, a closed stdout), they remove it again. A folder that was there stays."""
+    before they write into it (Ctrl-C, a closed stdout), they remove it. A folder already there stays."""
     _, _, _, path = trained
     def stop(*a, **k):
         raise KeyboardInterrupt
@@ -2404,7 +2410,8 @@ def test_bench_times_every_lever_and_reports_its_share_of_the_machines_matmul_ra
     batches = [next(data) for _ in range(5 + 3)]
     tokens, flops, seconds = U.timed_steps(cfg, 3)                # 3 steps after 5 warm-up steps
     assert tokens == sum((x != vocab.pad).sum().item() for x, _ in batches[5:]) and seconds > 0
-    assert flops == sum(U.step_flops(cfg, *x.shape, (y != -1).sum().item(), len(vocab)) for x, y in batches[5:])
+    assert flops == sum(U.step_flops(cfg, *x.shape, (y != -1).sum().item(), len(vocab))
+                        for x, y in batches[5:])
     calls = []
 
     def fake(cfg, steps, group=True, threads=None):   # known: 1e9 FLOP, 1000 tokens, 2 s (1 s compiled)
@@ -2415,10 +2422,10 @@ def test_bench_times_every_lever_and_reports_its_share_of_the_machines_matmul_ra
     monkeypatch.setattr(U.os, 'cpu_count', lambda: 2)
     monkeypatch.setattr(U, 'in_workers', lambda f, jobs, n: enumerate(f(*job) for job in jobs))   # here
     table = U.bench(replace(TINY, batch_size=8, precision='bf16'), steps=2, rounds=1, log=lambda s: None)
-    assert calls == [('fp32', False, None), ('fp32', True, None), ('bf16', False, None), ('bf16', True, None)] \
-        + [('bf16', False, 1)] * 2
+    assert calls == [('fp32', False, None), ('fp32', True, None), ('bf16', False, None),
+                     ('bf16', True, None)] + [('bf16', False, 1)] * 2
     rows = [[c.strip() for c in line.split('|')[2:-1]] for line in table.splitlines()[2:]]
-    assert rows[0] == ['1000', '500', '0.5', '1', '50%']            # ms a step, tokens/s, GFLOP/s, peak, share
+    assert rows[0] == ['1000', '500', '0.5', '1', '50%']         # ms a step, tokens/s, GFLOP/s, peak, share
     assert rows[1] == ['500', '1,000', '1.0', '1', '100%'] and rows[3][-1] == '50%'   # bf16's own peak
     assert rows[4] == ['1000', '1,000', '1.0', '2', '50%']          # two runs together, on all cores
     calls.clear()                                  # a float32 machine: no emulated bfloat16 rows
@@ -2463,7 +2470,7 @@ def test_the_clock_counts_the_steps_to_come_at_their_size(monkeypatch):
     before = torch.get_rng_state()
     U.stage_seconds(cfg, model, vocab)
     assert torch.equal(torch.get_rng_state(), before)          # the run draws what it would without the clock
-    with monkeypatch.context() as m:   # a clock where a step costs its batch's tokens (the machine's noise out)
+    with monkeypatch.context() as m:   # a clock on which a step costs its batch's tokens (no machine noise)
         now, step = [0.0], U.train_step
         m.setattr(U, 'train_step', lambda model, opt, x, y: (now.__setitem__(0, now[0] + x.numel()),
                                                              step(model, opt, x, y))[1])
@@ -3338,11 +3345,11 @@ def test_a_stored_config_naming_a_retired_switch_loads_at_its_value_and_is_refus
     torch.save(ck, tmp_path / 'clipped.pt')
     r = run('unseen.py', '--ckpt', str(tmp_path / 'clipped.pt'), '--ask', 'u1 . u1 -> u2 . ? u2')
     assert r.returncode == 1 and r.stderr.strip().splitlines() == [
-        f'error: {tmp_path}/clipped.pt: its stored configuration is not one this unseen.py trains (--grad-clip '
-        '1.0: a switch this unseen.py no longer has)']
-    run_line = lambda **kw: json.dumps(dict(row='standard', seed=0, config=dict(n_symbols=5000, **kw), curve=[],
-                                            **dict.fromkeys(['cos_unseen', 'norm_unseen', 'norm_train', 'wall',
-                                                             *U.accuracy_keys(), 'held_none', 'held_all'], 0.5)))
+        f'error: {tmp_path}/clipped.pt: its stored configuration is not one this unseen.py trains '
+        '(--grad-clip 1.0: a switch this unseen.py no longer has)']
+    numbers = ['cos_unseen', 'norm_unseen', 'norm_train', 'wall', *U.accuracy_keys(), 'held_none', 'held_all']
+    run_line = lambda **kw: json.dumps(dict(row='standard', seed=0, config=dict(n_symbols=5000, **kw),
+                                            curve=[], **dict.fromkeys(numbers, 0.5)))
     assert 'identity_a' not in U.read_run(run_line(identity_a=1.0).encode())['config']
     assert U.read_run(run_line(schedule='cosine').encode()) is None
 
