@@ -2509,21 +2509,22 @@ def test_compile_auto_compiles_runs_long_enough_to_pay_for_it():
     assert c('--steps', '20', '--compile', 'on') and not c('--compile', 'off')
 
 
-def test_the_compiled_attention_is_the_same_function():
-    """What compile_attention swaps in computes what `attend` computes, forward and backward (compiled once
-    here, on a small model: about 20 s)."""
+def test_the_compiled_attention_and_mlp_are_the_same_functions():
+    """What compile_blocks swaps in computes what `attend` and `feed_forward` compute, forward and backward
+    (compiled once here, on a small model: about 30 s)."""
     cfg = replace(TINY, compile=True)
     model = U.make_model(cfg)
-    assert U.compile_attention(model, log=pytest.fail)
-    x = torch.randn(4, 9, cfg.n_embd, requires_grad=True)
-    attn = model.transformer.h[0].attn
-    compiled = attn(x)
-    compiled.sum().backward()
-    grad, x.grad = x.grad, None
-    attn.attend = U.attend
-    written = attn(x)
-    written.sum().backward()
-    assert torch.allclose(compiled, written, atol=1e-5) and torch.allclose(grad, x.grad, atol=1e-5)
+    assert U.compile_blocks(model, log=pytest.fail)
+    for part, name, written_out in ((model.transformer.h[0].attn, 'attend', U.attend),
+                                    (model.transformer.h[0].mlp, 'feed', U.feed_forward)):
+        x = torch.randn(4, 9, cfg.n_embd, requires_grad=True)
+        compiled = part(x)
+        compiled.sum().backward()
+        grad, x.grad = x.grad, None
+        setattr(part, name, written_out)
+        written = part(x)
+        written.sum().backward()
+        assert torch.allclose(compiled, written, atol=1e-5) and torch.allclose(grad, x.grad, atol=1e-5)
 
 
 def test_muon_is_torchs_muon_batched_in_float32():

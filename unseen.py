@@ -97,8 +97,8 @@ class Config:
     seed: int = 0
     device: str = 'cpu'        # the command line's --device auto picks one (pick_device)
     precision: str = 'fp32'    # 'bf16': matrix products in bfloat16 under autocast (pick_precision)
-    compile: bool = False      # the attention through torch.compile (compile_attention; the command line's
-                               # --compile auto: for runs of 1000 steps or more, where it pays)
+    compile: bool = False      # the attention and the MLP through torch.compile (compile_blocks; the command
+                               # line's --compile auto: for runs of 1000 steps or more, where it pays)
 
     def __post_init__(self):   # the defaults by layout: for the command line and code alike
         for k, v in LAYOUT_DEFAULTS[self.layout].items():
@@ -179,7 +179,7 @@ class CausalSelfAttention(nn.Module):
         if cfg.identity:
             self.id_a = nn.Parameter(torch.ones(cfg.n_head))    # + a_h <x_s, x_t> / sqrt(C), a = 1 at first
             self.id_b = nn.Parameter(torch.zeros(cfg.n_head))   # + b_h att_h @ x, b = 0 at first
-        self.attend = attend           # compile_attention may swap in a compiled copy (same function)
+        self.attend = attend           # compile_blocks may swap in a compiled copy (same function)
 
     def forward(self, x):
         B, T, C = x.size()
@@ -205,30 +205,6 @@ def attend(q, k, v, x, a, b):
     att = causal_softmax(att)                                                           # (B, nh, T, T)
     y = att.to(v.dtype) @ v                                                             # (B, nh, T, hs)
     return y, 0 if b is None else (b.view(-1, 1, 1) * att).sum(1).to(x.dtype) @ x       # (B, T, C)
-
-
-def compile_attention(model, log=print):
-    """--compile: training's `attend` through torch.compile (its passes over the scores fused: a step 5-10%
-    faster, the demo's peak memory 1.6 GB, not 2.7). Tried at once on a small batch, so that a machine that
-    cannot compile (no C++ compiler) says so in one line and trains as written. Evaluation: as written."""
-    fast = torch.compile(attend, dynamic=True)
-    cfg = model.cfg
-    B, T, C, nh = 2, 8, cfg.n_embd, cfg.n_head
-    try:
-        with torch.random.fork_rng(devices=[]), \
-                torch.autocast(cfg.device, dtype=torch.bfloat16, enabled=cfg.precision == 'bf16'):
-            qkv = [torch.randn(B, nh, T, C // nh, device=cfg.device, requires_grad=True) for _ in range(3)]
-            x = torch.randn(B, T, C, device=cfg.device, requires_grad=True)
-            y, z = fast(*qkv, x, nn.Parameter(torch.ones(nh)), nn.Parameter(torch.ones(nh)))
-        (y.float().sum() + z.float().sum()).backward()
-    except Exception as e:   # no compiler, an unsupported device or version: run as written
-        log(f"note: torch.compile is not available here ({type(e).__name__}: "
-            f"{(str(e).strip().splitlines() or [''])[0][:120]}); training as written (slower, more memory)")
-        return False
-    training = lambda *args: (fast if torch.is_grad_enabled() else attend)(*args)
-    for block in model.transformer.h:
-        block.attn.attend = training
-    return True
 
 
 class CopyAttention(nn.Module):
@@ -257,15 +233,47 @@ class CopyAttention(nn.Module):
         return torch.zeros(att.size(0), V, device=att.device).scatter_add_(1, idx, self.beta * att)
 
 
+def feed_forward(mlp, x):
+    return mlp.c_proj(F.gelu(mlp.c_fc(x)))
+
+
 class MLP(nn.Module):
 
     def __init__(self, cfg):
         super().__init__()
         self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd)
         self.c_proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd)
+        self.feed = feed_forward       # compile_blocks may swap in a compiled copy (same function)
 
     def forward(self, x):
-        return self.c_proj(F.gelu(self.c_fc(x)))
+        return self.feed(self, x)
+
+
+def compile_blocks(model, log=print):
+    """--compile: training's attention and MLP through torch.compile (the same functions, their passes
+    fused, less kept for the backward pass: the demo's peak memory 1.3 GB, not 2.7).
+    Tried at once on a small batch, so that a machine that cannot compile (no C++ compiler) says so in one
+    line and trains as written. Evaluation: as written."""
+    fast, feed = torch.compile(attend, dynamic=True), torch.compile(feed_forward, dynamic=True)
+    cfg = model.cfg
+    B, T, C, nh = 2, 8, cfg.n_embd, cfg.n_head
+    try:
+        with torch.random.fork_rng(devices=[]), \
+                torch.autocast(cfg.device, dtype=torch.bfloat16, enabled=cfg.precision == 'bf16'):
+            qkv = [torch.randn(B, nh, T, C // nh, device=cfg.device, requires_grad=True) for _ in range(3)]
+            x = torch.randn(B, T, C, device=cfg.device, requires_grad=True)
+            y, z = fast(*qkv, x, nn.Parameter(torch.ones(nh)), nn.Parameter(torch.ones(nh)))
+            w = feed(copy.deepcopy(model.transformer.h[0].mlp), x)
+        (y.float().sum() + z.float().sum() + w.float().sum()).backward()
+    except Exception as e:   # no compiler, an unsupported device or version: run as written
+        log(f"note: torch.compile is not available here ({type(e).__name__}: "
+            f"{(str(e).strip().splitlines() or [''])[0][:120]}); training as written (slower, more memory)")
+        return False
+    attention = lambda *args: (fast if torch.is_grad_enabled() else attend)(*args)
+    mlp = lambda *args: (feed if torch.is_grad_enabled() else feed_forward)(*args)
+    for block in model.transformer.h:
+        block.attn.attend, block.mlp.feed = attention, mlp
+    return True
 
 
 class Block(nn.Module):
@@ -903,8 +911,8 @@ def train(cfg, log=print, predictions=None):
     vocab, model = logic_data.Vocab(cfg.n_symbols), make_model(cfg)
     optimizer = make_optimizer(model, cfg)
     averaged = copy.deepcopy(model) if cfg.ema else model     # the model evaluated and saved (Config.ema)
-    if cfg.compile and compile_attention(model, log):
-        log("the attention compiled (torch.compile; --compile off: as written)")
+    if cfg.compile and compile_blocks(model, log):
+        log("the attention and the MLP compiled (torch.compile; --compile off: as written)")
     data, sets = batches(random.Random(cfg.seed), cfg, vocab), eval_sets(cfg, vocab)
     history, losses, seconds, flops, t0 = [], [], [], [], time.time()
     rate, stages, V = matmul_rate(cfg), stage_seconds(cfg, model, vocab), len(vocab)
@@ -2047,7 +2055,7 @@ def timed_steps(cfg, steps, group=True, threads=None):
     model = make_model(cfg)
     optimizer = make_optimizer(model, cfg)
     if cfg.compile:
-        compile_attention(model)
+        compile_blocks(model)
     data = batches(random.Random(cfg.seed), cfg, vocab, ahead=8 if group else 1)
     tokens = flops = 0
     for step in range(5 + steps):
@@ -2067,10 +2075,11 @@ def bench(cfg, steps=40, rounds=2, log=print):
     what --grid does: one run per core, one thread each."""
     n, b = os.cpu_count() or 1, cfg.batch_size
     variants = [('float32, as written', dict(precision='fp32', compile=False), {}),
-                ('float32, the attention compiled', dict(precision='fp32', compile=True), {})]
+                ('float32, attention and MLP compiled', dict(precision='fp32', compile=True), {})]
     if cfg.precision == 'bf16':   # (where --precision auto picks it, or asked for: emulated, it is slow)
         variants += [('bfloat16 autocast, as written', dict(precision='bf16', compile=False), {}),
-                     ('bfloat16 autocast, the attention compiled', dict(precision='bf16', compile=True), {})]
+                     ('bfloat16 autocast, attention and MLP compiled', dict(precision='bf16', compile=True),
+                      {})]
     variants.append((f'{cfg.precision}, {n} runs side by side, 1 thread each', dict(), dict(parallel=n)))
     variants = variants[:None if cfg.device == 'cpu' else -1]   # side by side: a CPU matter
     best = [None] * len(variants)
@@ -2201,9 +2210,9 @@ def parse_args(argv=None):
     a('--device', default='auto', help='auto, cpu, cuda or mps')
     a('--precision', choices=('auto', 'fp32', 'bf16'), default='auto', help='bf16: matrix products in '
       'bfloat16 (autocast); auto: bf16 where the hardware is fast at it')
-    a('--compile', choices=('auto', 'on', 'off'), default='auto', help="the attention through torch.compile "
-      "(the same function, a step 5-10%% faster, 40%% less memory; a 20-30 s compile first); auto: in "
-      "runs of 1000 steps or more")
+    a('--compile', choices=('auto', 'on', 'off'), default='auto', help="the attention and the MLP through "
+      "torch.compile (the same functions, half the memory; a 20-30 s compile first); auto: in runs of 1000 "
+      "steps or more")
     a('--out', default=None, help='output folder; %(default)s: runs/<time>_<switches>')
     a('--ask', metavar='TEXT', help="solve one problem, e.g. 'u1 . u1 -> u2 . ? u2', with --ckpt (a name "
       "holds letters, digits and _; premises are separated by spaces)")
