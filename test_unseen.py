@@ -2517,6 +2517,7 @@ def test_the_compiled_attention_and_mlp_are_the_same_functions():
     assert U.compile_blocks(model, log=pytest.fail)
     for part, name, written_out in ((model.transformer.h[0].attn, 'attend', U.attend),
                                     (model.transformer.h[0].mlp, 'feed', U.feed_forward)):
+        assert getattr(part, name) is not written_out                     # swapped in: training compiles
         x = torch.randn(4, 9, cfg.n_embd, requires_grad=True)
         compiled = part(x)
         compiled.sum().backward()
