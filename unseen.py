@@ -4,7 +4,7 @@ unseen: why transformers fail to reason with symbols they never saw in training,
 A small reproduction of "To See the Unseen" (Lazic, Fowl, Gyorgy, Szepesvari, arXiv 2604.21632).
 A decoder-only transformer learns to solve Horn-clause problems (logic_data.py) step by step. It is
 trained on variable names x0..x{n-1} and tested on problems written in names u0..u99 that never occurred
-in training, and on problem shapes it never trained on. The demo (2 CPU cores: about 30 min):
+in training, and on problem shapes it never trained on. The demo (2 CPU cores: about 28 min):
 
     python unseen.py --unseen all --freeze-emb
 
@@ -269,10 +269,9 @@ def compile_blocks(model, log=print):
         log(f"note: torch.compile is not available here ({type(e).__name__}: "
             f"{(str(e).strip().splitlines() or [''])[0][:120]}); training as written (slower, more memory)")
         return False
-    attention = lambda *args: (fast if torch.is_grad_enabled() else attend)(*args)
-    mlp = lambda *args: (feed if torch.is_grad_enabled() else feed_forward)(*args)
+    training = lambda compiled, plain: lambda *args: (compiled if torch.is_grad_enabled() else plain)(*args)
     for block in model.transformer.h:
-        block.attn.attend, block.mlp.feed = attention, mlp
+        block.attn.attend, block.mlp.feed = training(fast, attend), training(feed, feed_forward)
     return True
 
 
