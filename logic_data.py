@@ -769,12 +769,13 @@ def main(argv=None):
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--jsonl', action='store_true', help='one JSON object per line')
     args = parser.parse_args(argv)
-    args.max_premises = args.max_premises or PREMISES[args.layout]
+    if args.max_premises is None:   # (0 is refused below, not taken as 'not given')
+        args.max_premises = PREMISES[args.layout]
     counts = [f for f, v, dv in (('--max-facts', args.max_facts, d.max_facts), ('--max-dead', args.max_dead,
               d.max_dead), ('--max-side', args.max_side, d.max_side)) if v != dv]
     if args.layout == 'template' and counts:   # its one layout has 2 facts, the path, 2 dead rules, no side
-        parser.error(f"{' and '.join(counts)} shape problems of --layout shapes; the template layout is "
-                     'always 2 facts, the path and 2 dead rules')
+        parser.error(f"{' and '.join(counts)} {'go' if len(counts) > 1 else 'goes'} with --layout shapes "
+                     '(the template layout is always 2 facts, the path and 2 dead rules)')
     if not 0 <= args.n <= 10 ** 9:
         parser.error('--n must be between 0 and 10^9')
     if args.n_symbols > 10 ** 6:

@@ -2399,8 +2399,32 @@ def test_logic_data_refuses_shape_counts_the_template_layout_never_draws():
     would print template problems that ignore them (which a model refuses); one line instead."""
     for flag in ('--max-side', '--max-dead', '--max-facts'):
         r = run('logic_data.py', '--layout', 'template', flag, '1', '--n', '1')
-        assert r.returncode == 2 and f'{flag} shape problems of --layout shapes' in r.stderr and not r.stdout
+        assert r.returncode == 2 and f'{flag} goes with --layout shapes' in r.stderr and not r.stdout
     assert run('logic_data.py', '--layout', 'template', '--n', '1').stdout.count(' -> ') >= 3
+
+
+@pytest.mark.parametrize('value', ['0', '-1', '4'])
+def test_logic_data_refuses_premises_it_cannot_draw_not_taking_zero_as_not_given(value):
+    r = run('logic_data.py', '--max-premises', value, '--n', '1')
+    assert r.returncode == 2 and not r.stdout and '--max-premises must be 1, 2 or 3' in r.stderr
+
+
+@pytest.mark.parametrize('args, says', [
+    (['--tight', '0.5'], '--tight goes with --checkpoint'),
+    (['--ft-steps', '5'], '--ft-steps goes with --finetune'),
+    (['--quick'], '--quick goes with --finetune'),
+    (['--control', 'copies'], '--control goes with --finetune'),
+    (['--between-resets', '--layout', 'shapes'], '--layout goes with --finetune'),
+    (['--checkpoint', 'x', '--eta', '0.5'], '--eta goes with the lemma (without --checkpoint'),
+    (['--finetune', 'x', '--steps', '10'], '--steps goes with the lemma'),
+    (['--between-resets', '--seed', '3'], '--seed goes with the lemma, --checkpoint or --finetune'),
+    (['--finetune', 'x', '--quick', '--ft-steps', '10'], '--quick sets --ft-steps 100 and --ft-eval 25'),
+])
+def test_theory_demo_refuses_a_flag_its_part_would_ignore(args, says, tmp_path):
+    """Each part (the lemma, --checkpoint, --finetune, --between-resets) reads only its own flags: another
+    part's flag is refused in one line, not silently dropped."""
+    r = run('theory_demo.py', *args, '--out', str(tmp_path / 'out'))
+    assert r.returncode == 2 and says in r.stderr.strip().splitlines()[-1] and not (tmp_path / 'out').exists()
 
 
 def test_bench_times_every_lever_and_reports_its_share_of_the_machines_matmul_rate(monkeypatch):

@@ -653,6 +653,12 @@ FT_SPECIALS = {'<pad>': '[PAD]', '<eos>': '[SEP]', '->': 'then', '.': '.', '?': 
 BERT_MAX_PARAMS = 400e6   # --finetune: the largest encoder it builds (AdamW keeps 4 copies in memory)
 FT_CHUNK = 128     # --finetune: problems per forward pass (a larger batch is summed from pieces)
 QUICK_STEPS = 100   # --quick: the ordinary and the reserved names only, this many steps each
+# the flags of each part, refused with another part (where they would change nothing)
+PART_FLAGS = {'the lemma': ('optimizers', 'eta', 'lam', 'r', 'classes', 'unseen', 'width', 'n', 'batch',
+                            'steps'),
+              '--checkpoint': ('tight', 'show'),
+              '--finetune': ('quick', 'ft_steps', 'ft_eval', 'ft_batch', 'ft_lr', 'ft_test', 'control',
+                             'max_depth', 'layout')}
 
 PAPER_GEMMA = 'Gemma 3 1B (the paper): ~500 steps to 90% with ordinary tokens, ~5000 with its unused tokens'
 
@@ -1106,6 +1112,10 @@ def main(argv=None):
                    f'least one interval between resets ({unseen.GRID_FORGET_EVERY}; default 300)')
     p.add_argument('--out', default='runs/theory', help='where the plot (and the token lists) go')
     args = p.parse_args(argv)
+    changed = {k for k, v in vars(args).items() if v != p.get_default(k)}   # as typed
+    given = lambda keys: [k for k in keys if k in changed]
+    if args.quick and given(('ft_steps', 'ft_eval')):
+        p.error(f"--quick sets --ft-steps {QUICK_STEPS} and --ft-eval 25; give --quick or those, not both")
     if args.quick:
         args.ft_steps, args.ft_eval = QUICK_STEPS, 25
     args.optimizers = args.optimizers.split(',')
@@ -1149,6 +1159,16 @@ def main(argv=None):
         p.error(f"--between-resets and {'--checkpoint' if args.checkpoint else '--finetune'}: one at a time")
     if resets and not args.between_resets:
         p.error(f"{' and '.join(resets)} go with --between-resets")
+    part = ('--checkpoint' if args.checkpoint else '--finetune' if args.finetune else
+            '--between-resets' if args.between_resets else 'the lemma')
+    for owner, keys in PART_FLAGS.items():   # a flag of another part would be silently ignored
+        other = given(keys) if owner != part else []
+        if other:
+            p.error(f"--{other[0].replace('_', '-')} goes with {owner}" + (' (without --checkpoint, '
+                    '--finetune or --between-resets)' if owner == 'the lemma' else ''))
+    if part == '--between-resets' and given(('seed',)):
+        p.error("--seed goes with the lemma, --checkpoint or --finetune (--between-resets: the grid's "
+                'seed 0)')
     args.reset_start = 1000 if args.reset_start is None else args.reset_start
     args.reset_steps = 300 if args.reset_steps is None else args.reset_steps
     most, k = unseen.GRID['steps'], unseen.GRID_FORGET_EVERY
