@@ -3173,6 +3173,19 @@ def test_a_signal_to_the_grids_process_group_stops_it_and_its_workers_in_seconds
     assert live_in_group(proc.pid) == []                 # no worker left behind (zombies wait for a reaper)
 
 
+def test_a_worker_whose_main_process_has_gone_ends_without_a_traceback():
+    """A job that ends after the main process stopped (`timeout` signals the whole group; --bench's workers
+    may be compiling): the worker has no one to send its result to, and ends quietly."""
+    code = ("import multiprocessing as mp, pickle, time, unseen as U\n"
+            "here, there = mp.Pipe()\n"
+            "here.send_bytes(pickle.dumps((0.2,)))\n"
+            "here.close()                            # the main process's end: gone\n"
+            "U.worker(there, time.sleep)\n"
+            "print('ended')\n")
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout == 'ended\n' and 'Traceback' not in r.stderr, r.stderr
+
+
 def test_grid_workers_ignore_signals_from_their_start_and_die_with_the_main_process(tmp_path):
     """The workers start with Ctrl-C, kill and hang-up ignored (read from /proc as soon as each exists: a
     signal while they import torch prints no traceback), and a SIGKILL to the main process alone (the

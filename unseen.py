@@ -1577,7 +1577,10 @@ def worker(conn, fn):
             result = (True, fn(*job))
         except Exception as e:
             result = (False, f'{type(e).__name__}: {e}')
-        conn.send_bytes(pickle.dumps(result))     # tensors as bytes, not shared memory tied to this process
+        try:
+            conn.send_bytes(pickle.dumps(result))     # tensors as bytes, not shared memory tied to this process
+        except OSError:                               # the main process stopped (kill, Ctrl-C): no one to tell
+            return
 
 
 def in_workers(fn, jobs, workers):
