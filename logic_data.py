@@ -672,11 +672,13 @@ def depth_note(cfg, p):
 
 def beyond_training(cfg, p):
     """Where a problem lies outside what a generator of `cfg` draws (more facts, rules, premises or chain
-    steps, another layout), in words, or None."""
+    steps, no rule at all, another layout), in words, or None."""
     most = cfg.limits()
     have = dict(facts=len(p.facts), rules=len(p.rules), chain=len(p.chain))
     over = [f"{have[k]} {'chain steps' if k == 'chain' else k} (training: at most {most[k]})"
             for k in most if have[k] > most[k]]
+    if not p.rules:                               # every generated problem has a planted path
+        over.append('no rules (training: at least 1)')
     if cfg.layout == 'template' and (len(p.facts) != 2 or len(p.rules) < 3):
         over.append('a shape outside the one layout (2 facts, the path, 2 dead rules)')
     premises = max((len(ps) for ps, _ in p.rules), default=0)

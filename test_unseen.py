@@ -1343,6 +1343,7 @@ def test_ask_says_when_a_problem_lies_beyond_training(capsys):
     long = L.parse(' . '.join(f'u{i} -> u{i + 1}' for i in range(5)) + ' . u0 u9 -> u8 . u0 . ? u5')
     assert L.beyond_training(g, long) == ('this problem has 5 chain steps (training: at most 4), '
                                           'a rule with 2 premises (training: at most 1)')
+    assert L.beyond_training(g, L.parse('a . ? a')) == 'this problem has no rules (training: at least 1)'
     three = L.parse('u1 . u2 . u3 . u1 -> u4 . ? u4')
     assert L.beyond_training(replace(g, layout='template'), three) == \
         'this problem has 3 facts (training: at most 2), a shape outside the one layout (2 facts, the ' \
@@ -1839,6 +1840,9 @@ def test_a_bad_problems_file_gets_one_line_naming_it(trained, tmp_path, content,
     (['--bench', '--precision', 'fp32', '--steps', '5'], 'cannot take --steps --precision'),
     (['--bench', '--curriculum', '100'], 'cannot take --curriculum'),
     (['--grid', '--bench'], 'cannot take --bench'),
+    (['--ckpt', 'assets/headline.pt', '--ask', 'a . ? a', '--out', 'x'], '--ask prints what the model writes '
+     'and saves nothing; it cannot take --out'),
+    (['--ckpt', 'assets/headline.pt', '--problems', 'x', '--unseen', 'none'], 'it cannot take --unseen'),
     (['--lr', 'inf'], '--lr inf: must be a number in (0, 1]'),
     (['--lr', '1e30'], '--lr 1e+30: must be'),
     (['--weight-decay', 'nan'], '--weight-decay nan: must be'),

@@ -1577,9 +1577,9 @@ def worker(conn, fn):
             result = (True, fn(*job))
         except Exception as e:
             result = (False, f'{type(e).__name__}: {e}')
-        try:
-            conn.send_bytes(pickle.dumps(result))     # tensors as bytes, not shared memory tied to this process
-        except OSError:                               # the main process stopped (kill, Ctrl-C): no one to tell
+        try:                                  # tensors as bytes, not shared memory tied to this process
+            conn.send_bytes(pickle.dumps(result))
+        except OSError:                       # the main process stopped (kill, Ctrl-C): no one to tell
             return
 
 
@@ -2245,6 +2245,7 @@ def check_args(p, args):
     on_bench = given(('unseen', 'steps', 'curriculum', 'eval_every', 'eval_n', 'precision', 'out', 'ask',
                       'ckpt'))
     on_ckpt = given(k for k in vars(args) if k not in ('ckpt', 'ask', 'problems', 'unseen', 'device', 'out'))
+    on_answer = given(('unseen', 'out'))
     mps = getattr(torch.backends, 'mps', None) and torch.backends.mps.is_available()
     empty = [flag(k) for k in ('ckpt', 'out', 'problems', 'resume') if getattr(args, k) is not None
              and not getattr(args, k).strip()]
@@ -2273,6 +2274,8 @@ def check_args(p, args):
         (args.ckpt and on_ckpt, '--ckpt evaluates a trained model on its own test problems; it cannot '
          f"take {' '.join(on_ckpt)} (only --unseen, --device, --out, --ask or --problems)"),
         (args.ckpt and not os.path.isfile(args.ckpt), f'--ckpt {args.ckpt}: no such file'),
+        ((args.ask or args.problems) and on_answer, f"--{'ask' if args.ask else 'problems'} prints what the "
+         f"model writes and saves nothing; it cannot take {' '.join(on_answer)} (--ckpt alone: its tests)"),
         (True, config_error(args)),
         (args.freeze_emb and args.forget_every,
          '--freeze-emb and --forget-every contradict each other: frozen embeddings are never reset'),
