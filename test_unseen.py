@@ -1513,6 +1513,16 @@ def test_shipped_checkpoints_reproduce_the_readmes_two_rows():
         assert rows[command][2:] == want, (ck, rows[command], want)
 
 
+def test_the_readmes_bare_fact_figure_is_the_frozen_checkpoints():
+    """The README's 64%: the frozen checkpoint on `uK . ? uK` for each of the 100 unseen names (a shape with
+    no rule, which training never draws), as the notebook's command measures it."""
+    model, vocab, cfg = U.load_checkpoint('assets/headline.pt')
+    problems = [L.parse(f'u{k} . ? u{k}') for k in range(100)]
+    assert all(L.beyond_training(cfg.gen_config(cfg.steps - 1), p) for p in problems)
+    solved = U.exact_match(model, *U.make_batch(problems, vocab)).sum().item()
+    assert f'[the frozen model: {solved}%]' in ' '.join(open('README.md').read().split())
+
+
 def test_shipped_checkpoints_were_trained_by_the_readmes_two_commands_as_typed():
     """assets/headline.pt and assets/standard.pt are the README's two commands with every default, seed 0
     included (no seed picked for its figures): their stored configs are those commands' but for the
