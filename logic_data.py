@@ -270,7 +270,7 @@ def parse(text):
             facts.append(toks[0])
         else:
             raise ValueError(f"statement '{s.strip()}' is neither a fact ('a .') nor a rule ('a b -> c .')")
-    if ARROW.search(query[0]):
+    if '->' in query[0]:                  # (another character: name_error below, specials first)
         raise ValueError(f"the query '{query[0]}' holds an arrow: a query is one name, as in '? c'")
     for tok in sum([ps + [h] for ps, h in rules], facts + query):
         if tok in SPECIALS:
@@ -672,13 +672,12 @@ def depth_note(cfg, p):
 
 def beyond_training(cfg, p):
     """Where a problem lies outside what a generator of `cfg` draws (more facts, rules, premises or chain
-    steps, no rule at all, another layout), in words, or None."""
+    steps, no fact or rule at all, another layout), in words, or None."""
     most = cfg.limits()
     have = dict(facts=len(p.facts), rules=len(p.rules), chain=len(p.chain))
     over = [f"{have[k]} {'chain steps' if k == 'chain' else k} (training: at most {most[k]})"
             for k in most if have[k] > most[k]]
-    if not p.rules:                               # every generated problem has a planted path
-        over.append('no rules (training: at least 1)')
+    over += [f'no {k} (training: at least 1)' for k in ('facts', 'rules') if not have[k]]   # a planted path
     if cfg.layout == 'template' and (len(p.facts) != 2 or len(p.rules) < 3):
         over.append('a shape outside the one layout (2 facts, the path, 2 dead rules)')
     premises = max((len(ps) for ps, _ in p.rules), default=0)

@@ -1344,6 +1344,8 @@ def test_ask_says_when_a_problem_lies_beyond_training(capsys):
     assert L.beyond_training(g, long) == ('this problem has 5 chain steps (training: at most 4), '
                                           'a rule with 2 premises (training: at most 1)')
     assert L.beyond_training(g, L.parse('a . ? a')) == 'this problem has no rules (training: at least 1)'
+    assert L.beyond_training(g, L.parse('? a')) == \
+        'this problem has no facts (training: at least 1), no rules (training: at least 1)'
     three = L.parse('u1 . u2 . u3 . u1 -> u4 . ? u4')
     assert L.beyond_training(replace(g, layout='template'), three) == \
         'this problem has 3 facts (training: at most 2), a shape outside the one layout (2 facts, the ' \
@@ -2286,6 +2288,8 @@ def test_grid_on_the_one_layout_with_layout_template(tmp_path, monkeypatch):
     ('rain . rain-->snow . ? snow', "'rain-' is not a name: it holds '-' (a rule's arrow is '->'"),
     ('rain . rain --> snow . ? snow', "'-' is not a name"),
     ('rain . ? rain->snow', "the query 'rain->snow' holds an arrow"),
+    ('rain . ? rain=>snow', "'rain=>snow' is not a name: it holds '='"),
+    ('rain . ? <pad>', "'<pad>' is a special token, not a variable name"),      # not 'holds an arrow'
     ('rain . rain => snow . ? snow', "neither a fact"),
 ])
 def test_a_name_holding_a_connective_or_an_arrow_is_refused_everywhere_text_is_read(text, says, tmp_path,
