@@ -1516,13 +1516,19 @@ def test_shipped_checkpoints_reproduce_the_readmes_two_rows():
 
 
 def test_the_readmes_bare_fact_figure_is_the_frozen_checkpoints():
-    """The README's 64%: the frozen checkpoint on `uK . ? uK` for each of the 100 unseen names (a shape with
-    no rule, which training never draws), as the notebook's command measures it."""
+    """The README's and the class hour's 64%: the frozen checkpoint on `uK . ? uK` for each of the 100 unseen
+    names (a shape with no rule, which training never draws), as the notebook's command measures it."""
     model, vocab, cfg = U.load_checkpoint('assets/headline.pt')
     problems = [L.parse(f'u{k} . ? u{k}') for k in range(100)]
     assert all(L.beyond_training(cfg.gen_config(cfg.steps - 1), p) for p in problems)
     solved = U.exact_match(model, *U.make_batch(problems, vocab)).sum().item()
     assert f'[the frozen model: {solved}%]' in ' '.join(open('README.md').read().split())
+    # the class hour's answer: the same with one rule that never fires, and the one it names a miss
+    dead = [L.parse(f'u{k} . u{(k + 1) % 100} -> u{(k + 2) % 100} . ? u{k}') for k in range(100)]
+    ok = U.exact_match(model, *U.make_batch(dead, vocab)).tolist()
+    said = ' '.join(open('docs/teaching.md').read().split())
+    assert f'a bare fact asked {solved}% right, with one rule that never fires {sum(ok)}%' in said
+    assert '(`a . b -> c . ? a` is one of the misses' in said and not ok[0]     # a, b, c: u0, u1, u2
 
 
 def test_shipped_checkpoints_were_trained_by_the_readmes_two_commands_as_typed():
