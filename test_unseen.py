@@ -2364,8 +2364,8 @@ def test_a_stored_configs_numbers_are_checked_by_type_and_forgetting_must_reset_
 
 
 @pytest.mark.parametrize('args, says', [
-    (['--reset-start', '5'], '--reset-start go with --between-resets'),
-    (['--finetune', 'x', '--reset-steps', '300'], '--reset-steps go with --between-resets'),
+    (['--reset-start', '5'], '--reset-start goes with --between-resets'),
+    (['--finetune', 'x', '--reset-steps', '300'], '--reset-steps goes with --between-resets'),
     (['--between-resets', '--checkpoint', 'x'], '--between-resets and --checkpoint: one at a time'),
     (['--between-resets', '--reset-steps', '0'], 'the steps at least one interval between resets (100)'),
     (['--between-resets', '--reset-start', '-5'], 'the start must be >= 0'),

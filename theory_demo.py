@@ -1158,7 +1158,7 @@ def main(argv=None):
     if args.between_resets and (args.checkpoint or args.finetune):
         p.error(f"--between-resets and {'--checkpoint' if args.checkpoint else '--finetune'}: one at a time")
     if resets and not args.between_resets:
-        p.error(f"{' and '.join(resets)} go with --between-resets")
+        p.error(f"{' and '.join(resets)} {'go' if len(resets) > 1 else 'goes'} with --between-resets")
     part = ('--checkpoint' if args.checkpoint else '--finetune' if args.finetune else
             '--between-resets' if args.between_resets else 'the lemma')
     for owner, keys in PART_FLAGS.items():   # a flag of another part would be silently ignored
