@@ -27,12 +27,16 @@ tool, not the project: run from the repository's root as `CHAIN=known PYTHONPATH
   LOSSW=sq       ... by its step squared (1, 4, 9, ...)
   LOGN=L         attention logits scaled by log(n) / log(L) at the n-th position (n keys to choose from), so
                  that a head stays as sharp in a long problem as at length L (Chiang & Cholak 2022)
+  RULELESS=Q     a share Q of the training problems drawn without their rules (half of those then ask one of
+                 their facts), re-solved: the shape of a student's first problem, 'a . ? a', which the
+                 generator never draws (an RNG of its own: the other problems as the run draws them)
 The notebook's rows ran when four heads and chains as drawn were the defaults: to re-run one today, add
 `--n-head 4 --no-balance` (unseen.py's --balance is the generator's own balanced mix, logic_data.balanced).
 """
 import itertools
 import math
 import os
+import random
 import sys
 
 import torch
@@ -47,6 +51,7 @@ LOGN = float(os.environ.get('LOGN', '0'))
 PREFIX = os.environ.get('PREFIX', '')
 MARK = os.environ.get('MARK', '')
 LOSSW = os.environ.get('LOSSW', '')
+RULELESS = float(os.environ.get('RULELESS', '0'))
 cut = None      # PREFIX: (B,) the last position each sequence reads both ways; None: the whole sequence
 # chain lengths 0..6 in the demo's training problems (all stages): 18.1 22.0 19.9 17.9 14.4 6.2 1.5 %
 KEEP = dict(full=[.08, .07, .075, .085, .1, .24, 1.0], mild=[.25, .25, .3, .35, .45, 1.0, 1.0]).get(BALANCE)
@@ -133,15 +138,20 @@ def descend(optimizer, loss):
 
 
 def batches(rng, cfg, vocab, ahead=8, names=None):
-    """unseen.batches, each problem kept with probability KEEP[its chain's length]."""
-    names = names or vocab.train_names
+    """unseen.batches, each problem kept with probability KEEP[its chain's length] (BALANCE), a share
+    RULELESS of them without their rules."""
+    names, side = names or vocab.train_names, random.Random(cfg.seed + 999)
     for step in itertools.count(0, ahead):
         gen = cfg.gen_config(step)
         seqs = []
         while len(seqs) < ahead * cfg.batch_size:
             p = logic_data.generate(rng, gen, names)
-            if rng.random() < KEEP[min(len(p.chain), 6)]:
-                seqs.append(vocab.encode(p))
+            if KEEP and rng.random() >= KEEP[min(len(p.chain), 6)]:
+                continue
+            if RULELESS and side.random() < RULELESS:
+                query = side.choice(p.facts) if side.random() < 0.5 else p.query
+                p = logic_data.Problem(p.facts, [], query, *logic_data.forward_chain(p.facts, [], query))
+            seqs.append(vocab.encode(p))
         seqs.sort(key=lambda s: len(s[0]))
         chunks = [seqs[i:i + cfg.batch_size] for i in range(0, len(seqs), cfg.batch_size)]
         rng.shuffle(chunks)
@@ -239,7 +249,7 @@ def marked_model(cfg, weights=None):
 make_model = unseen.make_model
 logic_data.problem_tokens = problem_tokens
 logic_data.GenConfig.max_tokens = max_tokens
-if KEEP:
+if KEEP or RULELESS:
     unseen.batches = batches
 if JITTER:
     unseen.train_step = train_step
@@ -256,5 +266,5 @@ if CHAIN != 'heads':
     unseen.mistakes = lambda *a, **k: None      # its kinds read the heads' format
 if __name__ == '__main__':
     print(f'probe: CHAIN={CHAIN} JITTER={JITTER} BALANCE={BALANCE} LOGN={LOGN} PREFIX={PREFIX} MARK={MARK} '
-          f'LOSSW={LOSSW}', flush=True)
+          f'LOSSW={LOSSW} RULELESS={RULELESS}', flush=True)
     unseen.main(sys.argv[1:])
