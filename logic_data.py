@@ -779,6 +779,8 @@ def main(argv=None):
                      '(the template layout is always 2 facts, the path and 2 dead rules)')
     if not 0 <= args.n <= 10 ** 9:
         parser.error('--n must be between 0 and 10^9')
+    if not 0 <= args.seed < 2 ** 63:     # (random.Random(-5) draws what random.Random(5) draws)
+        parser.error(f'--seed {args.seed}: must be in [0, 2^63)')
     if args.n_symbols > 10 ** 6:
         parser.error('--n-symbols must be at most 10^6')
     error = size_error(args.n_symbols, args.max_depth, args.max_premises, args.max_facts, args.max_dead,

@@ -2433,6 +2433,13 @@ def test_logic_data_refuses_premises_it_cannot_draw_not_taking_zero_as_not_given
     assert r.returncode == 2 and not r.stdout and '--max-premises must be 1, 2 or 3' in r.stderr
 
 
+def test_logic_data_refuses_a_negative_seed_as_unseen_py_does():
+    """random.Random(-5) draws what random.Random(5) draws: --seed -5 would print seed 5's problems."""
+    r = run('logic_data.py', '--seed', '-5', '--n', '1')
+    assert r.returncode == 2 and not r.stdout and '--seed -5: must be in [0, 2^63)' in r.stderr
+    assert run('logic_data.py', '--seed', '5', '--n', '1').stdout.count(' -> ') >= 1
+
+
 @pytest.mark.parametrize('args, says', [
     (['--tight', '0.5'], '--tight goes with --checkpoint'),
     (['--ft-steps', '5'], '--ft-steps goes with --finetune'),
