@@ -658,7 +658,8 @@ PART_FLAGS = {'the lemma': ('optimizers', 'eta', 'lam', 'r', 'classes', 'unseen'
                             'steps'),
               '--checkpoint': ('tight', 'show'),
               '--finetune': ('quick', 'ft_steps', 'ft_eval', 'ft_batch', 'ft_lr', 'ft_test', 'control',
-                             'max_depth', 'layout')}
+                             'max_depth', 'layout'),
+              '--between-resets': ('reset_start', 'reset_steps')}
 
 PAPER_GEMMA = 'Gemma 3 1B (the paper): ~500 steps to 90% with ordinary tokens, ~5000 with its unused tokens'
 
@@ -1153,12 +1154,8 @@ def main(argv=None):
         p.error('--max-depth must be 1 to 6')
     if args.checkpoint and args.finetune:
         p.error('--checkpoint and --finetune: one at a time')
-    resets = [f for f, v in (('--reset-start', args.reset_start), ('--reset-steps', args.reset_steps))
-              if v is not None]
     if args.between_resets and (args.checkpoint or args.finetune):
         p.error(f"--between-resets and {'--checkpoint' if args.checkpoint else '--finetune'}: one at a time")
-    if resets and not args.between_resets:
-        p.error(f"{' and '.join(resets)} {'go' if len(resets) > 1 else 'goes'} with --between-resets")
     part = ('--checkpoint' if args.checkpoint else '--finetune' if args.finetune else
             '--between-resets' if args.between_resets else 'the lemma')
     for owner, keys in PART_FLAGS.items():   # a flag of another part would be silently ignored
