@@ -61,6 +61,7 @@ import json
 import os
 import random
 import re
+import unicodedata
 import signal
 import sys
 from dataclasses import dataclass, field, replace
@@ -117,7 +118,8 @@ class Vocab:
         names a model never saw are the paper's unseen symbols, so each takes a distinct unseen name the
         problem does not use. ValueError if there are more of them than such unseen names."""
         new = [a for a in p.names() if a not in self.stoi]
-        odd = next((a for a in new if not a.isprintable()), None)    # an escape code, an invisible space
+        odd = next((a for a in new if not a.replace('\u200c', '').replace('\u200d', '').isprintable()),
+                   None)                                             # an escape code, an invisible space
         if odd:
             raise ValueError(f"the name {ascii(odd)} holds characters that do not print")
         free = [u for u in self.unseen_names if u not in p.names()]
@@ -138,7 +140,7 @@ class Problem:
     chain: list       # derived atoms, in forward-chaining order
     answer: bool
     how: dict = field(default=None, compare=False, repr=False)  # how the generator made it (shape, depth,
-                                                                 # query kind), for tests; None if parsed
+                        # query kind), for tests; parsed: None, or the words NFKC changed {'normalised': ...}
 
     def names(self):
         """Every variable name, in order of first appearance in the text."""
@@ -223,28 +225,49 @@ def to_text(p):
 UNSEEN_NOTE = re.compile(r'\s+\(unseen:[^()]*\)\s*$')
 
 
-NAME = re.compile(r'\w+')            # a name: letters, digits and '_' (any alphabet), nothing else
+JOINERS = '\u200c\u200d'   # zero-width non-joiner and joiner: inside a name (Persian, Indic scripts), never alone
 ARROW = re.compile(r'->|[-=<>\u2190-\u21ff\u27f5-\u27ff]')   # '->' or a piece of another arrow (=>, -->, →)
 
 
+def name_char(c):
+    """A character of a name: a letter, a digit, a combining mark (a vowel sign, an accent typed apart),
+    '_' and its kin (Unicode L, N, M, Pc), or a joiner: what every script people write names in needs."""
+    return unicodedata.category(c)[0] in 'LNM' or unicodedata.category(c) == 'Pc' or c in JOINERS
+
+
 def name_error(name):
-    """Refuse a name that holds anything but letters, digits and '_', in one line that shows the fix: a
-    connective or an arrow typed inside a name would otherwise make one new name of 'a,b' or 'rain→snow'."""
-    if NAME.fullmatch(name):
+    """Refuse a name that holds anything else, in one line that shows the fix: a connective or an arrow typed
+    inside a name would otherwise make one new name of 'a,b' or 'rain→snow'; a mark or a joiner that begins
+    a name (or a joiner that ends it) belongs to no letter."""
+    alone = name[0] if unicodedata.category(name[0])[0] == 'M' or name[0] in JOINERS else \
+        name[-1] if name[-1] in JOINERS else None
+    if all(map(name_char, name)) and not alone:
         return
-    c = next(ch for ch in name if not NAME.fullmatch(ch))
-    if not name.isprintable():      # an escape code, an invisible space: shown as its code
+    if alone:
+        raise ValueError(f"'{name}' is not a name: it {'begins' if alone == name[0] else 'ends'} with "
+                         f"{unicodedata.name(alone, ascii(alone)).lower()} ({ascii(alone)}), which belongs "
+                         "inside a name, after a letter")
+    c = next(ch for ch in name if not name_char(ch))
+    if not name.replace(JOINERS[0], '').replace(JOINERS[1], '').isprintable():   # an escape code, a space
         raise ValueError(f"the name {ascii(name)} holds characters that do not print")
     fix = ("a rule's arrow is '->' between its premises and its head: 'a b -> c'" if ARROW.match(c) else
            "premises are separated by spaces: 'a b -> c'" if c in ',;+&|' or c.isspace() else
-           "a name holds only letters, digits and '_'")
+           "a name holds letters (with their marks), digits and '_', in any script")
     raise ValueError(f"'{name}' is not a name: it holds '{c}' ({fix})")
+
+
+def normalised(text):
+    """{word as typed: as read} for each word of `text` that NFKC normalisation changes: full-width letters
+    and digits (a CJK keyboard), ligatures, accents and Hangul typed decomposed (as macOS files hold them).
+    parse reads the normalised text, so look-alikes on screen are one name."""
+    return {w: unicodedata.normalize('NFKC', w) for w in dict.fromkeys(text.split())
+            if unicodedata.normalize('NFKC', w) != w}
 
 
 def parse(text):
     """Text form -> Problem, labelled by the solver. The part after ':' is optional; if given, it must
     be the solver's chain and answer. Raises ValueError with a one-line reason on malformed text."""
-    text = UNSEEN_NOTE.sub('', text)      # the note `logic_data.py` prints after a problem
+    typed, text = normalised(text), UNSEEN_NOTE.sub('', unicodedata.normalize('NFKC', text))   # look-alikes: one
     if text.count(':') > 1:
         raise ValueError("more than one ':' (the solution comes after a single ':')")
     problem, _, solution = text.partition(':')
@@ -277,7 +300,7 @@ def parse(text):
             raise ValueError(f"'{tok}' is a special token, not a variable name")
         name_error(tok)
     chain, answer = forward_chain(facts, rules, query[0])
-    p = Problem(facts, rules, query[0], chain, answer)
+    p = Problem(facts, rules, query[0], chain, answer, dict(normalised=typed) if typed else None)
     if solution.strip() and solution.split() != problem_tokens(p)[1]:
         raise ValueError(f"the given solution '{solution.strip()}' is not the forward-chaining one "
                          f"'{' '.join(problem_tokens(p)[1])}'")

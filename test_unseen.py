@@ -24,6 +24,8 @@ import pytest
 import torch
 
 import logic_data as L
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'lab'))
+from grid import GRID  # noqa: E402  (the lab's grid: its rows' recipe is checked here too)
 import theory_demo as TD
 import unseen as U
 
@@ -537,7 +539,7 @@ def test_held_out_shapes_never_reach_a_training_batch(monkeypatch, shape_curricu
 
 def test_length_grouping_pads_each_batch_to_its_own_longest_problem():
     """Drawn `ahead` batches at a time and grouped by length, a batch spans a few neighbouring lengths;
-    drawn one batch at a time (ahead=1, what --bench times as 'random batches') lengths are mixed. Checked
+    drawn one batch at a time (ahead=1, what lab/bench.py times as 'random batches') lengths are mixed. Checked
     over several draws (a bug once let the grouping act on the first draw only)."""
     vocab = L.Vocab(TINY.n_symbols)
     def spreads(ahead):
@@ -597,11 +599,11 @@ def test_balance_draws_training_chains_of_every_length_about_equally_often_and_l
     assert sum(drawn[6:]) < 0.2 and drawn[1] > 0.13 and abs(true - 0.5) < 0.03, drawn
     stage1, _ = shares(cfg.gen_config(0), 600)                 # the curriculum's first stage: lengths 0 and 1
     assert abs(stage1[0] - 0.5) < 0.06 and stage1[0] + stage1[1] == 1, stage1
-    assert not U.Config(layout='template').balance and not U.Config(**U.GRID).balance
+    assert not U.Config(layout='template').balance and not U.Config(**GRID).balance
     template = L.GenConfig(max_depth=4, max_premises=1, layout='template', balance=True)   # chains of 1-4
     lengths = {len(L.generate(random.Random(k), template, names).chain) for k in range(200)}
     assert lengths == {1, 2, 3, 4}
-    assert U.Config(**U.GRID).n_head == U.Config(layout='template').n_head == 4 and cfg.n_head == 8
+    assert U.Config(**GRID).n_head == U.Config(layout='template').n_head == 4 and cfg.n_head == 8
 
 
 def one_hot_copy(model, j):
@@ -1676,9 +1678,10 @@ def test_matplotlibs_first_import_adds_no_warning_to_the_output(tmp_path):
     assert r.stderr == '', r.stderr
 
 
-def test_the_papers_path_reads_straight_through():
-    """Nothing defined before main() in unseen.py uses a function, class or constant defined after it: a
-    reader of the path meets every name before its use (main itself dispatches to what follows)."""
+def test_the_papers_path_is_the_argument_and_speed_stands_after_main():
+    """unseen.py from the top to the end of main() is the paper's argument at nanoGPT's scale (at most 700
+    lines); what serves speed and bookkeeping (compile, the matmul rate, FLOPs, the clock, the heap, evaluation
+    in chunks, retired switches) is defined after main(), reached from train through one Meter."""
     import ast
     tree = ast.parse(open('unseen.py').read())
     defined = {}
@@ -1686,11 +1689,13 @@ def test_the_papers_path_reads_straight_through():
         names = [node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else \
             [t.id for t in getattr(node, 'targets', []) if isinstance(t, ast.Name)]
         defined.update({name: node for name in names})
-    main = defined['main'].lineno
-    later = {name for name, node in defined.items() if node.lineno > main}
-    uses = {name: sorted({n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & later)
-            for name, node in defined.items() if node.lineno < main}
-    assert len(uses) > 40 and not {name: u for name, u in uses.items() if u}
+    main = defined['main']
+    assert main.end_lineno <= 700
+    speed = ('Meter', 'compile_blocks', 'matmul_rate', 'RATES', 'step_flops', 'stage_seconds', 'time_left',
+             'keep_freed_memory', 'release_freed_memory', 'eval_chunk', 'EVAL_SCORES', 'RETIRED', 'Muon')
+    assert all(defined[name].lineno > main.lineno for name in speed)
+    train = {n.id for n in ast.walk(defined['train']) if isinstance(n, ast.Name)}
+    assert 'Meter' in train and not train & (set(speed) - {'Meter'})
 
 
 @pytest.mark.parametrize('switches', [dict(), dict(shift=2),
@@ -1846,18 +1851,10 @@ def test_a_bad_problems_file_gets_one_line_naming_it(trained, tmp_path, content,
     pytest.param(['--device', 'cuda'], 'no CUDA device',
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason='this machine has CUDA')),
     (['--out', 'README.md'], 'is a file'),
-    (['--grid', '--freeze-emb', '--steps', '10'], 'cannot take --freeze-emb --steps'),
-    (['--quick'], '--quick, --seeds, --resume and --rows go with --grid'),
-    (['--grid', '--resume', 'README.md'], 'no grid_runs.jsonl there'),
-    (['--grid', '--seeds', '0'], '--seeds must be 1 to 100'),
-    (['--grid', '--seeds', '1000000'], '--seeds must be 1 to 100'),
     (['--n-embd', '2048', '--n-layer', '48'], '2426M parameters, at most 200M'),
     (['--eval-n', '2000', '--max-depth', '20', '--n-symbols', '100000', '--batch-size', '512'],
      'one training step would hold about 21 GB'),
     (['--precision', 'fp16'], "invalid choice: 'fp16'"),
-    (['--bench', '--precision', 'fp32', '--steps', '5'], 'cannot take --steps --precision'),
-    (['--bench', '--curriculum', '100'], 'cannot take --curriculum'),
-    (['--grid', '--bench'], 'cannot take --bench'),
     (['--ckpt', 'assets/headline.pt', '--ask', 'a . ? a', '--out', 'x'], '--ask prints what the model writes '
      'and saves nothing; it cannot take --out'),
     (['--ckpt', 'assets/headline.pt', '--problems', 'x', '--unseen', 'none'], 'it cannot take --unseen'),
@@ -2071,218 +2068,6 @@ def test_precision_auto_only_picks_bf16_where_it_is_fast(monkeypatch):
         assert (U.Config().device, U.Config().precision) == ('cpu', 'fp32')
 
 
-def test_grid_has_every_row_the_paper_table_needs():
-    rows = dict(U.grid_rows(U.Config(**U.GRID)))                      # as main_grid builds it
-    K, N, E = U.GRID_FORGET_EVERY, U.GRID['steps'] // 2, f' + emb-lr {U.GRID_EMB_LR:g}'
-    for row in ['standard', 'no-identity', 'copy-attn', 'copy-pointer', 'freeze-emb',
-                'copy-attn + freeze-emb', 'freeze-unused', f'forget-every {K}{E}',
-                f'copy-attn + forget-every {K}{E}',
-                f'forget-every {K} + until {N}{E}', f'copy-pointer + forget-every {K} + until {N}{E}',
-                'untied']:
-        assert row in rows
-    assert all(r.emb_lr == (U.GRID_EMB_LR if r.forget_every else 1) for r in rows.values())   # resets: slow
-    # each label says what its configuration is; every row trains with the demo's task and training (its
-    # optimiser, schedule, curriculum, broken paths, conjunctions), on problems of every shape
-    demo, grid = U.Config(), U.Config(**U.GRID)
-    recipe = ('optimizer', 'lr', 'muon_lr', 'curriculum', 'decay', 'broken', 'max_premises',
-              'layout', 'shift', 'weight_decay', 'warmup', 'batch_size')
-    assert all(getattr(r, k) == getattr(demo, k) for r in rows.values() for k in recipe)
-    assert all(r.n_layer == grid.n_layer and r.max_depth == grid.max_depth for r in rows.values())
-    assert not rows['no-identity'].identity and rows['standard'].identity
-    assert rows['copy-pointer'].copy_attn and rows['copy-pointer'].copy_form == 'pointer'
-    assert rows[f'forget-every {K} + until {N}{E}'].forget_until == N and not rows['untied'].tie_emb
-    assert rows[f'copy-attn + forget-every {K}{E}'].forget_until == 0 and rows['freeze-unused'].freeze_unused
-    for n in U.GRID_POOLS:                                             # the diversity curve, both models
-        assert n < grid.n_symbols and rows[f'freeze-emb, {n} symbols'] == replace(grid, n_symbols=n,
-                                                                                   freeze_emb=True)
-        assert rows[f'standard, {n} symbols'] == replace(grid, n_symbols=n)
-    quick = U.grid_rows(U.Config(**U.GRID_QUICK), quick=True)           # --quick: six rows for a class
-    assert [label for label, _ in quick] == ['standard', 'copy-attn', 'freeze-emb', 'copy-attn + freeze-emb',
-                                             'freeze-unused', f'forget-every {K}{E}']
-
-
-def test_fine_tuning_starts_from_collapsed_fresh_or_copied_rows():
-    cfg = TINY
-    vocab = L.Vocab(cfg.n_symbols)
-    torch.manual_seed(0)
-    model = U.GPT(cfg, len(vocab))
-    w = model.lm_head.weight
-    with torch.no_grad():
-        w[vocab.unseen_ids] = w[vocab.unseen_ids[0]].clone()            # collapse them by hand
-    unseen, seen = vocab.unseen_ids, vocab.train_ids
-    m = U.set_unseen_rows(copy.deepcopy(model), vocab, 'collapsed')
-    assert torch.equal(m.lm_head.weight, w)
-    m = U.set_unseen_rows(copy.deepcopy(model), vocab, 'fresh')
-    assert U.mean_pairwise_cosine(m.lm_head.weight[unseen]) < 0.2
-    mean_norm = w[seen].norm(dim=1).mean()
-    assert torch.allclose(m.lm_head.weight[unseen].norm(dim=1), mean_norm.expand(len(unseen)))
-    assert torch.equal(m.lm_head.weight[seen], w[seen])                  # only the unseen rows change
-    m = U.set_unseen_rows(copy.deepcopy(model), vocab, 'copied')
-    rows = {tuple(r.tolist()) for r in w[seen]}
-    assert all(tuple(r.tolist()) in rows for r in m.lm_head.weight[unseen])
-    steps, history = U.finetune_small(model, vocab, cfg, 'fresh', max_steps=4, eval_every=2, target=1.01)
-    assert steps is None and [s for s, _ in history] == [0, 2, 4]
-
-
-def test_fine_tuning_trains_the_unfrozen_embeddings_on_unseen_names_only(monkeypatch):
-    cfg = replace(TINY, freeze_emb=True, max_depth=1)
-    vocab = L.Vocab(cfg.n_symbols)
-    model = U.make_model(cfg)                                  # frozen, as after --freeze-emb
-    seen, real = [], U.batches
-
-    def recorded(*a, **kw):
-        for x, y in real(*a, **kw):
-            seen.append(x)
-            yield x, y
-    monkeypatch.setattr(U, 'batches', recorded)
-    before = model.lm_head.weight.detach().clone()
-    tuned = []
-    monkeypatch.setattr(U, 'evaluate', lambda m, *a, **kw: tuned.append(m) or {'all': 0.0})
-    U.finetune_small(model, vocab, cfg, 'collapsed', max_steps=3, eval_every=3, target=1.01)
-    tokens = set(torch.cat([x.flatten() for x in seen]).tolist())    # the batches it trained on
-    assert len(seen) == 3 and tokens & set(vocab.unseen_ids) and not tokens & set(vocab.train_ids)
-    w = tuned[-1].lm_head.weight
-    assert w.requires_grad and not torch.equal(w[vocab.unseen_ids], before[vocab.unseen_ids])
-    assert model.lm_head.weight.requires_grad is False                  # the model passed in is left alone
-    steps, history = U.finetune_small(model, vocab, cfg, 'fresh', max_steps=4, eval_every=2, target=0.0)
-    assert steps == 0
-
-
-def test_grid_curves_average_each_evaluation_over_the_seeds():
-    """grid.md's second table: a row per configuration, a column per evaluation, the mean over its seeds of
-    the exact match with every name unseen (a run that skipped an evaluation leaves '-')."""
-    results = [dict(row='a', seed=0, curve=[[0, 0.1, 0.9], [500, 0.3, 0.5]]),
-               dict(row='a', seed=1, curve=[[0, 0.2, 0.8], [500, 0.5, 0.4]]),
-               dict(row='b', seed=0, curve=[[0, 0.0, 1.0]])]
-    assert U.grid_curves(results).splitlines() == ['| configuration | step 0 | step 500 |', '|---|---|---|',
-                                                   '| a | 15.0 | 40.0 |', '| b | 0.0 | - |']
-
-
-@pytest.fixture
-def tiny_grid(monkeypatch):
-    """The grid shrunk to seconds: tiny runs, one smaller pool, a short fine-tuning contrast."""
-    tiny = dict(n_symbols=40, max_depth=2, steps=4, eval_every=4, eval_n=10, n_layer=1, n_embd=32,
-                batch_size=8)
-    monkeypatch.setattr(U, 'GRID', tiny)
-    monkeypatch.setattr(U, 'GRID_POOLS', (20,))
-    monkeypatch.setattr(U, 'GRID_FT', (4, 2))
-    return tiny
-
-
-def test_grid_writes_table_figure_and_fine_tuning_contrast_and_resumes(tmp_path, tiny_grid, capsys):
-    tiny = tiny_grid
-    U.main(['--grid', '--out', str(tmp_path), '--precision', 'fp32'])
-    table = (tmp_path / 'grid.md').read_text()
-    rows = [line for line in table.splitlines() if line.startswith('| ') and '---' not in line]
-    n_rows = len(U.grid_rows(U.Config(**tiny)))
-    assert len(rows) == 2 * (1 + n_rows) + 1 + 3       # the table, the curves, the fine-tuning, with headers
-    assert '| freeze-emb, 20 symbols |' in table and '(' in rows[1]       # mean (min-max) of 2 seeds
-    data = json.loads((tmp_path / 'grid.json').read_text())
-    # each scenario split into provable and unprovable problems
-    for r in data['results']:
-        assert all(0 <= r[k] <= 1 for k in U.accuracy_keys())
-        assert r['norm_unseen'] > 0 and r['norm_train'] > 0                # how long the rows are, too
-        assert 0 <= r['held_none'] <= 1 and 0 <= r['held_all'] <= 1         # and the held-out shapes
-    held = lambda k: 100 * sum(r[k] for r in data['results'] if r['row'] == 'standard') / 2
-    assert f"| {held('held_none'):.1f} / {held('held_all'):.1f} |" in rows[1]
-    mean = lambda k: sum(r[k] for r in data['results'] if r['row'] == 'standard') / 2
-    assert f"| {mean('norm_unseen'):.2f} / {mean('norm_train'):.2f} |" in rows[1]
-    assert all(f'| {start} |' in table for start in ('collapsed', 'fresh', 'copied'))
-    data = json.loads((tmp_path / 'grid.json').read_text())
-    assert {r['seed'] for r in data['results']} == {0, 1}
-    assert data['command'] == f'python unseen.py --grid --out {tmp_path} --precision fp32'
-    assert (tmp_path / 'grid.png').stat().st_size > 10_000 and (tmp_path / 'finetune.png').is_file()
-    assert (tmp_path / 'diversity.png').stat().st_size > 10_000
-    assert f"| configuration | step 0 | step {tiny['steps']} |" in table      # the curves: every evaluation
-    # an interrupted grid keeps what it finished, and --resume trains only the rest, to the same table
-    strip = lambda md: [line.rsplit('|', 2)[0] for line in md.split('Fine-tuning')[0].splitlines()[1:]]
-    lines = (tmp_path / 'grid_runs.jsonl').read_text().splitlines()
-    assert len(lines) == len(data['results'])
-    (tmp_path / 'grid_runs.jsonl').write_text('\n'.join(lines[:5]) + '\n')
-    U.main(['--grid', '--resume', str(tmp_path), '--precision', 'fp32'])
-    assert f'resuming: 5 of {len(lines)} runs already in' in capsys.readouterr().out
-    assert strip((tmp_path / 'grid.md').read_text()) == strip(table)            # all but the wall column
-    # what a crash or a clumsy hand leaves: a blank line, a duplicate, a line of the wrong shape, an accuracy
-    # of 500%, a half-written last line, a damaged pretrained.pt. Each is said, the grid still resumes, and
-    # no line is deleted: the file only grows
-    lines = (tmp_path / 'grid_runs.jsonl').read_text().splitlines()
-    bad = {**json.loads(lines[4]), 'none': 5.0}
-    left = '\n'.join(lines[:3] + ['', lines[0], '[1, 2]', json.dumps(bad)]) + '\n' + lines[5][:40]
-    (tmp_path / 'grid_runs.jsonl').write_text(left)
-    (tmp_path / 'pretrained.pt').write_bytes(b'not a checkpoint')
-    U.main(['--grid', '--resume', str(tmp_path), '--precision', 'fp32'])
-    out = capsys.readouterr().out
-    for why in ('3 damaged lines (half-written by a crash, or edited) left aside',
-                f'{tmp_path}/pretrained.pt unreadable or of another model: the standard run (seed 0) '
-                'trained again, for the fine-tuning contrast that starts from its weights'):
-        kept_standard = any((json.loads(x)['row'], json.loads(x)['seed']) == ('standard', 0)
-                            for x in lines[:3])
-        assert why in out or ('pretrained' in why and not kept_standard), out
-    assert strip((tmp_path / 'grid.md').read_text()) == strip(table)
-    now = (tmp_path / 'grid_runs.jsonl').read_text()
-    retrained = len(lines) - 3 + kept_standard               # the standard run again, for its weights
-    assert now.startswith(left + '\n') and len(now.splitlines()) == len(left.splitlines()) + retrained
-    # a folder without pretrained.pt: the standard run again, and the line says why
-    (tmp_path / 'pretrained.pt').unlink()
-    U.main(['--grid', '--resume', str(tmp_path), '--precision', 'fp32'])
-    assert (f'{tmp_path}/pretrained.pt missing: the standard run (seed 0) trained again, for the fine-tuning '
-            'contrast') in capsys.readouterr().out
-
-
-def test_a_grid_of_one_seed_takes_a_second_with_resume(tmp_path, tiny_grid, capsys):
-    """Seeds can come later: --resume with more seeds trains only the new seed's runs, the first kept."""
-    U.main(['--grid', '--seeds', '1', '--out', str(tmp_path), '--precision', 'fp32'])
-    first = (tmp_path / 'grid_runs.jsonl').read_text().splitlines()
-    n = len(first)
-    U.main(['--grid', '--seeds', '2', '--resume', str(tmp_path), '--precision', 'fp32'])
-    assert f'resuming: {n} of {2 * n} runs already in' in capsys.readouterr().out
-    lines = (tmp_path / 'grid_runs.jsonl').read_text().splitlines()
-    assert lines[:n] == first and [json.loads(line)['seed'] for line in lines[n:]] == [1] * n
-    assert ': 2 seed(s) per row' in (tmp_path / 'grid.md').read_text()
-
-
-def test_grid_rows_trains_only_the_named_rows_and_their_table(tmp_path, tiny_grid, capsys):
-    """--rows forget: the resetting rows alone, both seeds, their table and curves in files of their own
-    (grid-rows.md: a full grid's grid.md is never replaced), no fine-tuning (the standard model is not among
-    them); the resume line blames --rows for the rows it leaves aside; a text no row holds, or none, is
-    refused in one line."""
-    (tmp_path / 'grid.md').write_text('the full table\n')
-    U.main(['--grid', '--rows', 'forget', '--out', str(tmp_path), '--precision', 'fp32'])
-    last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert 'wrote' in last and 'grid-rows.md' in last and 'finetune' not in last
-    assert (tmp_path / 'grid.md').read_text() == 'the full table\n' and not (tmp_path / 'grid.json').exists()
-    runs = [json.loads(line) for line in (tmp_path / 'grid_runs.jsonl').read_text().splitlines()]
-    labels = [label for label, _ in U.grid_rows(U.Config(**tiny_grid)) if 'forget' in label]
-    assert len(labels) == 4 and sorted((r['row'], r['seed']) for r in runs) == sorted(
-        (label, seed) for label in labels for seed in (0, 1))
-    assert all('all_before_reset' in r for r in runs if 'until' not in r['row'])   # both moments kept
-    table = (tmp_path / 'grid-rows.md').read_text()
-    assert '| standard |' not in table and '| forget-every 100 + emb-lr 0.1 |' in table
-    assert 'no fine-tuning contrast' in table and not list(tmp_path.glob('finetune*.png'))
-    assert (tmp_path / 'grid-rows.png').exists() and (tmp_path / 'grid-rows.json').exists()
-    U.main(['--grid', '--rows', 'until', '--resume', str(tmp_path), '--precision', 'fp32'])   # two of four
-    said = capsys.readouterr().out
-    assert 'rows that --rows leaves out' in said and 'another --seeds' not in said
-    r = run('unseen.py', '--grid', '--rows', 'nothing like it')
-    assert r.returncode == 2
-    assert "--rows 'nothing like it': no row of the grid has that in its name" in r.stderr
-    r = run('unseen.py', '--grid', '--rows', '')
-    assert r.returncode == 2 and "--rows '': give the text" in r.stderr
-
-
-def test_grid_on_the_one_layout_with_layout_template(tmp_path, monkeypatch):
-    monkeypatch.setattr(U, 'GRID', dict(U.GRID, n_symbols=40, steps=2, eval_every=2, eval_n=10, n_embd=32))
-    monkeypatch.setattr(U, 'GRID_POOLS', (20,))
-    monkeypatch.setattr(U, 'GRID_FT', (2, 2))
-    U.main(['--grid', '--layout', 'template', '--seeds', '1', '--out', str(tmp_path), '--precision', 'fp32'])
-    data = json.loads((tmp_path / 'grid.json').read_text())
-    template = U.LAYOUT_DEFAULTS['template']                  # the one layout's training: AdamW, batch 64
-    assert all((r['config']['layout'], r['config']['optimizer'], r['config']['batch_size'],
-                r['config']['n_layer']) == ('template', 'adamw', template['batch_size'], U.GRID['n_layer'])
-               for r in data['results'])
-    assert 'the one layout, depth 1-2' in (tmp_path / 'grid.md').read_text()
-
-
 @pytest.mark.parametrize('text, says', [
     ('a . b . a,b->c . ? c',
      "'a,b' is not a name: it holds ',' (premises are separated by spaces: 'a b -> c')"),
@@ -2322,15 +2107,16 @@ def test_a_checkpoint_that_cannot_be_written_is_saved_elsewhere_and_the_line_say
     """A folder turned read-only (or a full disk) after training: the line gives the system's reason whole,
     and the trained model goes to the temporary folder, named in the line; if that fails too, it says the
     model is lost."""
-    real_save, spare = torch.save, tmp_path / 'spare'
+    spare = tmp_path / 'spare'
     spare.mkdir()
     monkeypatch.setattr(U.tempfile, 'gettempdir', lambda: str(spare))
-    readonly = lambda *a, **k: (_ for _ in ()).throw(RuntimeError(
-        '[enforce fail at inline_container.cc:624] . open file failed with strerror: Read-only file system'))
+    refused = [str(tmp_path / 'run')]
 
-    def save(obj, f):
-        (readonly if str(tmp_path / 'run') in str(f) else real_save)(obj, f)
-    monkeypatch.setattr(U.torch, 'save', save)
+    def readonly(path, *a, **kw):
+        if any(str(path).startswith(r) for r in refused):
+            raise OSError(30, 'Read-only file system', str(path))
+        return open(path, *a, **kw)
+    monkeypatch.setattr(U, 'open', readonly, raising=False)          # (the module's open: the builtin's)
     model = U.make_model(TINY)
     (tmp_path / 'run').mkdir()
     with pytest.raises(SystemExit) as e:
@@ -2340,11 +2126,47 @@ def test_a_checkpoint_that_cannot_be_written_is_saved_elsewhere_and_the_line_say
         f"error: cannot write {tmp_path / 'run' / 'ckpt.pt'} (Read-only file system); the trained model is "
         f"saved instead in {kept[0]}")
     assert torch.equal(U.load_checkpoint(str(kept[0]))[0].lm_head.weight, model.lm_head.weight)
-    monkeypatch.setattr(U.torch, 'save', readonly)
+    refused.append(str(spare))
     with pytest.raises(SystemExit) as e:
         U.save_checkpoint(str(tmp_path / 'run' / 'ckpt.pt'), model, TINY, [])
     assert str(e.value).endswith('(Read-only file system): the trained model is lost')
     assert not list((tmp_path / 'run').iterdir())
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real file system of 8 MB (tmpfs), where the machine lets the tests mount one (root on Linux)."""
+    disk = tmp_path / 'disk'
+    disk.mkdir()
+    if subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=8m', 'tmpfs', str(disk)], capture_output=True).returncode:
+        pytest.skip('cannot mount a small file system here (not root, or no tmpfs)')
+    yield disk
+    subprocess.run(['umount', str(disk)], capture_output=True)
+
+
+def test_a_disk_that_fills_during_training_says_no_space_and_where_the_model_went(small_disk, tmp_path, monkeypatch):
+    """The save on a full disk: the system's reason (not torch's internals), the model in the temporary
+    folder; an --out the full disk refuses at once leaves no empty folder behind."""
+    spare = tmp_path / 'spare'
+    spare.mkdir()
+    monkeypatch.setattr(U.tempfile, 'gettempdir', lambda: str(spare))
+    real_train = U.train
+
+    def train_then_fill(*a, **kw):
+        trained = real_train(*a, **kw)
+        with open(small_disk / 'filler', 'wb', buffering=0) as f, contextlib.suppress(OSError):
+            f.write(bytes(8 << 20))                                   # the disk fills while it trains
+        return trained
+    monkeypatch.setattr(U, 'train', train_then_fill)
+    r = run('unseen.py', '--steps', '2', '--eval-every', '2', '--eval-n', '5', '--n-layer', '1', '--n-embd', '32',
+            '--out', str(small_disk / 'run'))
+    kept = list(spare.glob('unseen-*-ckpt.pt'))
+    assert r.returncode == 1 and len(kept) == 1 and r.stderr.strip() == (
+        f"error: cannot write {small_disk / 'run' / 'ckpt.pt'} (No space left on device); the trained model is "
+        f"saved instead in {kept[0]}")
+    r = run('unseen.py', '--steps', '2', '--out', str(small_disk / 'other'))
+    assert r.returncode == 1 and 'cannot write there (No space left on device)' in r.stderr
+    assert not (small_disk / 'other').exists()
 
 
 def test_a_stored_configs_numbers_are_checked_by_type_and_forgetting_must_reset_once():
@@ -2361,21 +2183,6 @@ def test_a_stored_configs_numbers_are_checked_by_type_and_forgetting_must_reset_
     assert U.config_error(replace(U.Config(), forget_every=10, forget_until=10)) is None
     r = run('unseen.py', '--forget-every', '10', '--forget-until', '5')
     assert r.returncode != 0 and 'comes before the first reset (step 10)' in r.stderr
-
-
-@pytest.mark.parametrize('args, says', [
-    (['--reset-start', '5'], '--reset-start goes with --between-resets'),
-    (['--finetune', 'x', '--reset-steps', '300'], '--reset-steps goes with --between-resets'),
-    (['--between-resets', '--checkpoint', 'x'], '--between-resets and --checkpoint: one at a time'),
-    (['--between-resets', '--reset-steps', '0'], 'the steps at least one interval between resets (100)'),
-    (['--between-resets', '--reset-start', '-5'], 'the start must be >= 0'),
-    (['--between-resets', '--reset-start', '1000000000'], "at most the grid's schedule (3000 steps)"),
-])
-def test_theory_demo_between_resets_measures_every_figure_it_prints(args, says, tmp_path):
-    """--reset-start / --reset-steps are checked (a phase never recorded would print a mean of nothing),
-    and flags that do not go together are refused, as unseen.py refuses them."""
-    r = run('theory_demo.py', *args, '--out', str(tmp_path / 'out'))
-    assert r.returncode == 2 and says in r.stderr and not (tmp_path / 'out').exists()
 
 
 def test_every_report_counts_beyond_training_from_the_depth_the_run_trained_on(tmp_path, capsys):
@@ -2438,54 +2245,6 @@ def test_logic_data_refuses_a_negative_seed_as_unseen_py_does():
     r = run('logic_data.py', '--seed', '-5', '--n', '1')
     assert r.returncode == 2 and not r.stdout and '--seed -5: must be in [0, 2^63)' in r.stderr
     assert run('logic_data.py', '--seed', '5', '--n', '1').stdout.count(' -> ') >= 1
-
-
-@pytest.mark.parametrize('args, says', [
-    (['--tight', '0.5'], '--tight goes with --checkpoint'),
-    (['--ft-steps', '5'], '--ft-steps goes with --finetune'),
-    (['--quick'], '--quick goes with --finetune'),
-    (['--control', 'copies'], '--control goes with --finetune'),
-    (['--between-resets', '--layout', 'shapes'], '--layout goes with --finetune'),
-    (['--checkpoint', 'x', '--eta', '0.5'], '--eta goes with the lemma (without --checkpoint'),
-    (['--finetune', 'x', '--steps', '10'], '--steps goes with the lemma'),
-    (['--between-resets', '--seed', '3'], '--seed goes with the lemma, --checkpoint or --finetune'),
-    (['--finetune', 'x', '--quick', '--ft-steps', '10'], '--quick sets --ft-steps 100 and --ft-eval 25'),
-])
-def test_theory_demo_refuses_a_flag_its_part_would_ignore(args, says, tmp_path):
-    """Each part (the lemma, --checkpoint, --finetune, --between-resets) reads only its own flags: another
-    part's flag is refused in one line, not silently dropped."""
-    r = run('theory_demo.py', *args, '--out', str(tmp_path / 'out'))
-    assert r.returncode == 2 and says in r.stderr.strip().splitlines()[-1] and not (tmp_path / 'out').exists()
-
-
-def test_bench_times_every_lever_and_reports_its_share_of_the_machines_matmul_rate(monkeypatch):
-    cfg = replace(TINY, batch_size=8)
-    vocab = L.Vocab(cfg.n_symbols)
-    data = U.batches(random.Random(cfg.seed), cfg, vocab)
-    batches = [next(data) for _ in range(5 + 3)]
-    tokens, flops, seconds = U.timed_steps(cfg, 3)                # 3 steps after 5 warm-up steps
-    assert tokens == sum((x != vocab.pad).sum().item() for x, _ in batches[5:]) and seconds > 0
-    assert flops == sum(U.step_flops(cfg, *x.shape, (y != -1).sum().item(), len(vocab))
-                        for x, y in batches[5:])
-    calls = []
-
-    def fake(cfg, steps, group=True, threads=None):   # known: 1e9 FLOP, 1000 tokens, 2 s (1 s compiled)
-        calls.append((cfg.precision, cfg.compile, threads))
-        return 1000, 1e9, 1.0 if cfg.compile else 2.0
-    monkeypatch.setattr(U, 'timed_steps', fake)
-    monkeypatch.setattr(U, 'matmul_rate', lambda cfg: 2e9 if cfg.precision == 'bf16' else 1e9)
-    monkeypatch.setattr(U.os, 'cpu_count', lambda: 2)
-    monkeypatch.setattr(U, 'in_workers', lambda f, jobs, n: enumerate(f(*job) for job in jobs))   # here
-    table = U.bench(replace(TINY, batch_size=8, precision='bf16'), steps=2, rounds=1, log=lambda s: None)
-    assert calls == [('fp32', False, None), ('fp32', True, None), ('bf16', False, None),
-                     ('bf16', True, None)] + [('bf16', False, 1)] * 2
-    rows = [[c.strip() for c in line.split('|')[2:-1]] for line in table.splitlines()[2:]]
-    assert rows[0] == ['1000', '500', '0.5', '1', '50%']         # ms a step, tokens/s, GFLOP/s, peak, share
-    assert rows[1] == ['500', '1,000', '1.0', '1', '100%'] and rows[3][-1] == '50%'   # bf16's own peak
-    assert rows[4] == ['1000', '1,000', '1.0', '2', '50%']          # two runs together, on all cores
-    calls.clear()                                  # a float32 machine: no emulated bfloat16 rows
-    assert len(U.bench(replace(TINY, batch_size=8), steps=2, rounds=1, log=lambda s: None).splitlines()) == 5
-    assert calls == [('fp32', False, None), ('fp32', True, None)] + [('fp32', False, 1)] * 2
 
 
 def test_step_flops_counts_what_torchs_flop_counter_counts():
@@ -2565,14 +2324,14 @@ def test_compile_auto_compiles_runs_long_enough_to_pay_for_it():
 
 
 def test_the_compiled_attention_and_mlp_are_the_same_functions():
-    """What compile_blocks swaps in computes what `attend` and `feed_forward` compute, forward and backward
+    """What compile_blocks swaps in computes what `attend` and `MLP.forward` compute, forward and backward
     (compiled once here, on a small model: about 30 s)."""
     cfg = replace(TINY, compile=True)
     model = U.make_model(cfg)
     assert U.compile_blocks(model, log=pytest.fail)
     for part, name, written_out in ((model.transformer.h[0].attn, 'attend', U.attend),
-                                    (model.transformer.h[0].mlp, 'feed', U.feed_forward)):
-        assert getattr(part, name) is not written_out                     # swapped in: training compiles
+                                    (model.transformer.h[0].mlp, 'forward', U.MLP.forward.__get__(model.transformer.h[0].mlp))):
+        assert getattr(part, name) != written_out                         # swapped in: training compiles
         x = torch.randn(4, 9, cfg.n_embd, requires_grad=True)
         compiled = part(x)
         compiled.sum().backward()
@@ -2663,26 +2422,6 @@ def test_theory_demo_refuses_an_unwritable_out_before_any_work(tmp_path):
     assert 'classes' not in r.stdout and time.time() - t < 30          # before the lemma is computed
 
 
-def test_between_resets_adamw_lines_the_unseen_rows_up_and_sgd_does_not():
-    """theory_demo Part 4 on a small model: from one point of training with resets every 20 steps, AdamW on
-    the (un)embeddings lines the unseen rows up before the next reset; SGD (and AdamW at a tenth of the
-    rate) leaves them apart. The regrouping moves the (un)embedding matrix, and only it."""
-    cfg = replace(TINY, forget_every=20, steps=400, optimizer='muon', lr=1e-2)
-    model = U.make_model(cfg)
-    emb = model.lm_head.weight
-    sgd = TD.embedding_optimizer(U.make_optimizer(model, cfg), model, cfg, 'sgd')
-    assert [p for o in sgd.optimizers for g in o.param_groups for p in g['params'] if p is emb] == [emb]
-    assert isinstance(sgd.optimizers[-1], torch.optim.SGD)
-    assert sgd.optimizers[-1].param_groups[0]['params'] == [emb]
-    tenth = TD.embedding_optimizer(U.make_optimizer(model, cfg), model, cfg, 'tenth')
-    assert [g['lr'] for g in tenth.param_groups if any(p is emb for p in g['params'])] == [cfg.lr / 10]
-    curves = TD.reset_curves(cfg, 40, 39, log=lambda line: None)
-    before = {name: cos[-1] for name, cos in curves.items()}           # step 79, just before the reset at 80
-    adamw, tenth, sgd = (before[name] for name in TD.RESET_VARIANTS)
-    assert adamw > 0.3 and tenth < 0.1 and sgd < 0.1, before
-    assert all(abs(cos[0]) < 0.05 for cos in curves.values())         # step 40: just reset, apart
-
-
 def test_lemma_bound_on_one_hand_worked_step():
     # one feature h = (1, 0) of class 0; unseen rows u1 = (1, 0), u2 = (0, 1); eta 0.5, lambda 0.1
     # logits (0, 1, 0): p = (1, e, 1) / (2 + e) = (.21194, .57612, .21194)
@@ -2698,256 +2437,6 @@ def test_lemma_bound_on_one_hand_worked_step():
     assert TD.contraction_bound(0.5, 0.1, 2.0, 0.01) == pytest.approx(0.97)
 
 
-def write_safetensors(path, tensors):
-    """A minimal safetensors writer for the tests: {name: (dtype, shape, raw bytes)}."""
-    header, blobs, offset = {}, b'', 0
-    for name, (dtype, shape, raw) in tensors.items():
-        header[name] = {'dtype': dtype, 'shape': list(shape), 'data_offsets': [offset, offset + len(raw)]}
-        blobs += raw
-        offset += len(raw)
-    h = json.dumps(header).encode()
-    path.write_bytes(len(h).to_bytes(8, 'little') + h + blobs)
-
-
-def test_safetensors_reader_float32_bfloat16_and_sharded(tmp_path):
-    E = np.arange(12, dtype=np.float32).reshape(4, 3) / 8 - 0.5      # exact in bfloat16 too
-    bf16 = (E.view(np.uint32) >> 16).astype('<u2').tobytes()
-    write_safetensors(tmp_path / 'a.safetensors', {'bias': ('F32', (3,), np.ones(3, '<f4').tobytes()),
-                                                   'model.embed_tokens.weight': ('BF16', E.shape, bf16)})
-    assert np.array_equal(TD.read_tensor(tmp_path / 'a.safetensors', 'model.embed_tokens.weight'), E)
-    write_safetensors(tmp_path / 'b.safetensors',
-                      {'embeddings.word_embeddings.weight': ('F32', E.shape, E.astype('<f4').tobytes()),
-                       'half': ('F16', (3,), np.array([1, 2, 3], '<f2').tobytes())})
-    assert np.array_equal(TD.read_tensor(tmp_path / 'b.safetensors', 'embeddings.word_embeddings.weight'), E)
-    assert TD.read_tensor(tmp_path / 'b.safetensors', 'half').tolist() == [1, 2, 3]
-    (tmp_path / 'model.safetensors.index.json').write_text(json.dumps({'weight_map': {
-        'bias': 'a.safetensors', 'model.embed_tokens.weight': 'a.safetensors', 'half': 'b.safetensors'}}))
-    name, got = TD.load_embeddings(tmp_path)                           # sharded: found through the index
-    assert name == 'model.embed_tokens.weight' and np.array_equal(got, E)
-
-
-def test_checkpoint_inspection_reports_and_complains(tmp_path):
-    rng = np.random.default_rng(0)
-    E = rng.normal(size=(40, 8)).astype(np.float32)
-    E[20:30] = E[20] + 0.01 * rng.normal(size=(10, 8))                # ten collapsed "unused" rows
-    write_safetensors(tmp_path / 'model.safetensors', {'wte.weight': ('F32', E.shape, E.tobytes())})
-    vocab = [f'w{i}' for i in range(20)] + [f'[unused{i}]' for i in range(10)] + [f'v{i}' for i in range(10)]
-    (tmp_path / 'vocab.txt').write_text('\n'.join(vocab) + '\n')
-    r = run('theory_demo.py', '--checkpoint', str(tmp_path), '--out', str(tmp_path))
-    assert r.returncode == 0, r.stderr
-    assert '10 unused tokens:          mean pairwise cosine 1.000' in r.stdout
-    assert (tmp_path / 'unused_tokens.png').is_file()
-    (tmp_path / 'vocab.txt').write_text('\n'.join(f'w{i}' for i in range(40)) + '\n')
-    r = run('theory_demo.py', '--checkpoint', str(tmp_path), '--out', str(tmp_path))   # no reserved tokens:
-    assert r.returncode == 0 and 'no reserved [unusedN] / <unusedN> tokens' in r.stdout    # the finder alone
-    assert '10 tokens (25.00% of 40) are in it' in r.stdout
-    r = run('theory_demo.py', '--checkpoint', str(tmp_path / 'nowhere'))
-    assert r.returncode == 1 and 'does not exist' in r.stderr and 'Traceback' not in r.stderr
-    write_safetensors(tmp_path / 'model.safetensors', {'bias': ('F32', (3,), np.ones(3, '<f4').tobytes())})
-    r = run('theory_demo.py', '--checkpoint', str(tmp_path))
-    assert r.returncode == 1 and 'no token-embedding matrix' in r.stderr
-    assert '*embed_tokens.weight' in r.stderr
-    (tmp_path / 'model.safetensors').unlink()
-    r = run('theory_demo.py', '--checkpoint', str(tmp_path))
-    assert r.returncode == 1 and 'no model.safetensors' in r.stderr
-
-
-def test_checkpoint_reader_names_the_file_and_what_is_wrong(tmp_path):
-    E = np.random.default_rng(0).normal(size=(12, 4)).astype(np.float32)
-    vocab = [f'w{i}' for i in range(8)] + [f'[unused{i}]' for i in range(4)]
-    (tmp_path / 'vocab.txt').write_text('\n'.join(vocab) + '\n')
-    st = tmp_path / 'model.safetensors'
-
-    def complaint():
-        r = run('theory_demo.py', '--checkpoint', str(tmp_path), '--out', str(tmp_path))
-        assert r.returncode == 1 and 'Traceback' not in r.stderr, r.stderr
-        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
-        return r.stderr
-    st.write_bytes(b'\x05\x00')                                           # shorter than the header length
-    assert f'{st}: 2 bytes, shorter than a safetensors header' in complaint()
-    st.write_bytes((10 ** 12).to_bytes(8, 'little') + b'{}')             # a header longer than the file
-    assert 'header claims 1000000000000 bytes' in complaint()
-    st.write_bytes((4).to_bytes(8, 'little') + b'[1]x')                   # not JSON
-    assert 'the header is not JSON' in complaint()
-    st.write_bytes((3).to_bytes(8, 'little') + b'[1]')                    # JSON, not an object
-    assert 'not a JSON object of tensors' in complaint()
-    write_safetensors(st, {'wte.weight': ('F32', (60, 8), E.tobytes())}) # offsets that the data cannot fill
-    assert "data_offsets [0, 192] do not fit its shape [60, 8]" in complaint()
-    write_safetensors(st, {'wte.weight': ('I8', (12, 4), bytes(48))})
-    assert 'has dtype I8' in complaint()
-    st.unlink()
-    shard = tmp_path / 'shard.safetensors'
-    write_safetensors(shard, {'wte.weight': ('F32', E.shape, E.tobytes())})
-    index = tmp_path / 'model.safetensors.index.json'
-    for name in ('/etc/passwd', '../outside.safetensors'):                # shards must stay in the folder
-        index.write_text(json.dumps({'weight_map': {'wte.weight': name}}))
-        assert f"shard '{name}' lies outside" in complaint()
-    index.write_text('{"weights": {}}')
-    assert "no 'weight_map'" in complaint()
-    index.write_text('not json')
-    assert f'{index}: not a JSON file' in complaint()
-    index.unlink()
-    (tmp_path / 'vocab.txt').unlink()
-    (tmp_path / 'tokenizer.json').write_text(json.dumps({'model': {'vocab': 'abc'}}))
-    assert 'tokenizer.json: no model.vocab mapping tokens to ids' in complaint()
-    (tmp_path / 'tokenizer.json').unlink()
-    write_safetensors(tmp_path / 'model.safetensors', {'wte.weight': ('F32', E.shape, E.tobytes())})
-    (tmp_path / 'vocab.txt').write_bytes(b'\xff\xfe\x00w\n')
-    assert 'vocab.txt: not UTF-8 text' in complaint()
-
-
-def test_a_hugging_face_cache_snapshot_reads_its_linked_shards(tmp_path):
-    # the cache's layout: snapshots/<commit>/<file> are links to ../../blobs/<hash>
-    planted, _ = planted_checkpoint(tmp_path, 'F32', True)
-    W = TD.read_tensor(tmp_path / 'model.safetensors', 'model.embed_tokens.weight')
-    blobs, snap = tmp_path / 'blobs', tmp_path / 'snapshots' / 'abc123'
-    blobs.mkdir()
-    snap.mkdir(parents=True)
-    halves = {'model.embed_tokens.weight': W, 'model.norm.weight': np.ones(64, np.float32)}
-    for k, (name, M) in enumerate(halves.items()):
-        write_safetensors(blobs / f'b{k}', {name: ('F32', M.shape, M.tobytes())})
-        (snap / f'model-0000{k + 1}-of-00002.safetensors').symlink_to(f'../../blobs/b{k}')
-    (blobs / 'idx').write_text(json.dumps({'weight_map': {
-        name: f'model-0000{k + 1}-of-00002.safetensors' for k, name in enumerate(halves)}}))
-    (snap / 'model.safetensors.index.json').symlink_to('../../blobs/idx')
-    (blobs / 'voc').write_bytes((tmp_path / 'vocab.txt').read_bytes())
-    (snap / 'vocab.txt').symlink_to('../../blobs/voc')
-    r = run('theory_demo.py', '--checkpoint', str(snap), '--out', str(tmp_path / 'out'))
-    assert r.returncode == 0, r.stderr
-    assert '15 tokens (3.75% of 400) are in it; 10 of them are reserved tokens' in r.stdout
-
-
-def test_the_vocabulary_must_fit_its_matrix_and_the_matrix_must_be_one(tmp_path):
-    rng = np.random.default_rng(0)
-    E = rng.normal(size=(12, 4)).astype(np.float32)
-    st, voc, tok = tmp_path / 'model.safetensors', tmp_path / 'vocab.txt', tmp_path / 'tokenizer.json'
-    names = [f'w{i}' for i in range(8)] + [f'[unused{i}]' for i in range(4)]
-
-    def complaint():
-        r = run('theory_demo.py', '--checkpoint', str(tmp_path), '--out', str(tmp_path / 'out'))
-        assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
-        return r.stderr
-    write_safetensors(st, {'wte.weight': ('F32', E.shape, E.tobytes())})
-    voc.write_text('\n'.join(['[PAD]'] + names) + '\n')                   # one line too many
-    assert f'{voc}: 13 tokens, ids up to 12, but the embedding matrix has 12 rows' in complaint()
-    voc.write_text('\n'.join(names[:-1] + ['w3']) + '\n')
-    assert f'{voc}: a token on two lines' in complaint()
-    voc.unlink()
-    for ids in ([0, 1, 1], [0, 1, -1]):                                    # duplicate or negative ids
-        tok.write_text(json.dumps({'model': {'vocab': dict(zip(['a', 'b', 'c'], ids))}}))
-        assert f'{tok}: ids must be distinct and >= 0' in complaint()
-    tok.unlink()
-    voc.write_text('\n'.join(names) + '\n')
-    header = json.dumps({'wte.weight': {'dtype': 'F32', 'shape': [12, 4], 'data_offsets': [0, 192]}})
-    st.write_bytes(len(header[:-1] + ', ' + header[1:]).to_bytes(8, 'little')
-                   + (header[:-1] + ', ' + header[1:]).encode() + E.tobytes())   # one name twice
-    assert 'the header names tensor wte.weight twice' in complaint()
-    st.write_bytes(len(b'[' * 100000).to_bytes(8, 'little') + b'[' * 100000)    # nested beyond recursion
-    assert 'the header is not JSON' in complaint()
-    for shape, M in (([True, 4], E[:1]), ([48], E)):                      # a bool for a size; a vector
-        h = json.dumps({'wte.weight': {'dtype': 'F32', 'shape': shape, 'data_offsets': [0, M.nbytes]}})
-        st.write_bytes(len(h).to_bytes(8, 'little') + h.encode() + M.tobytes())
-        assert ('malformed shape' if shape[0] is True else 'has shape [48], not a matrix') in complaint()
-    same = np.tile(E[:1], (12, 1))
-    write_safetensors(st, {'wte.weight': ('F32', same.shape, same.tobytes())})
-    assert 'every row of wte.weight is the same vector' in complaint()
-    write_safetensors(st, {'wte.weight': ('F32', E.shape, E.tobytes())})
-    voc.write_text('\n'.join(f'[unused{i}]' for i in range(12)) + '\n')   # only reserved tokens
-    r = run('theory_demo.py', '--checkpoint', str(tmp_path), '--out', str(tmp_path / 'out'))
-    assert r.returncode == 0 and 'no ordinary tokens in the vocabulary to compare' in r.stdout, r.stderr
-
-
-@pytest.mark.skipif(not hasattr(os, 'mkfifo'), reason='no FIFOs here')
-def test_a_fifo_for_a_checkpoint_file_is_refused_not_waited_on(tmp_path):
-    os.mkfifo(tmp_path / 'model.safetensors')
-    (tmp_path / 'vocab.txt').write_text('a\nb\n')
-    r = run('theory_demo.py', '--checkpoint', str(tmp_path), '--out', str(tmp_path / 'out'))
-    assert r.returncode == 1
-    assert r.stderr.strip() == f"error: {tmp_path / 'model.safetensors'}: not a regular file"
-
-
-def test_zero_rows_and_a_single_reserved_token_are_reported_not_as_a_cosine(tmp_path):
-    rng = np.random.default_rng(0)
-    E = rng.normal(size=(12, 4)).astype(np.float32)
-    E[8:11] = 0                                                          # three all-zero reserved rows
-    write_safetensors(tmp_path / 'model.safetensors', {'wte.weight': ('F32', E.shape, E.tobytes())})
-    vocab = [f'w{i}' for i in range(8)] + [f'[unused{i}]' for i in range(4)]
-    (tmp_path / 'vocab.txt').write_text('\n'.join(vocab) + '\n')
-    r = run('theory_demo.py', '--checkpoint', str(tmp_path), '--out', str(tmp_path))
-    assert r.returncode == 0, r.stderr
-    assert '3 of the 4 unused tokens have all-zero rows (no direction, no cosine)' in r.stdout
-    assert '1 unused token(s) with a nonzero row: too few for a pairwise cosine' in r.stdout
-    assert 'mean pairwise cosine' not in r.stdout and 'nan' not in r.stdout
-
-
-def planted_checkpoint(path, dtype, tied, V=400, width=64, seed=0):
-    """A checkpoint whose never-trained rows are known: 15 of V tokens (10 named [unusedN], 5 ordinary
-    names) have unembedding rows collapsed onto one vector; every other row is random. Untied: the input
-    rows of the 15 are smaller (never a gradient, only decay) but spread; the unembedding is
-    lm_head.weight."""
-    rng = np.random.default_rng(seed)
-    planted = np.sort(rng.choice(V, 15, replace=False))
-    W = rng.normal(size=(V, width)).astype(np.float32)
-    W[planted] = 2 * rng.normal(size=width) + 0.05 * rng.normal(size=(15, width))
-    names = [f'tok{i}' for i in range(V)]
-    for k, i in enumerate(planted[:10]):
-        names[i] = f'[unused{k}]'
-
-    def blob(M):
-        return ('F32', M.shape, M.astype('<f4').tobytes()) if dtype == 'F32' else \
-               ('BF16', M.shape, (M.astype(np.float32).view(np.uint32) >> 16).astype('<u2').tobytes())
-    tensors = {'model.embed_tokens.weight': blob(W)}
-    if not tied:
-        E = rng.normal(size=(V, width)).astype(np.float32)
-        E[planted] *= 0.3           # smaller, but spread: no cluster on the input side
-        tensors = {'model.embed_tokens.weight': blob(E), 'lm_head.weight': blob(W)}
-    write_safetensors(path / 'model.safetensors', tensors)
-    (path / 'vocab.txt').write_text('\n'.join(names) + '\n')
-    return planted, names
-
-
-@pytest.mark.parametrize('dtype,tied', [('F32', True), ('BF16', True), ('F32', False), ('BF16', False)])
-def test_cluster_finder_finds_exactly_the_planted_never_trained_rows(tmp_path, dtype, tied, capsys):
-    planted, names = planted_checkpoint(tmp_path, dtype, tied)
-    TD.main(['--checkpoint', str(tmp_path), '--out', str(tmp_path / 'out')])
-    out = capsys.readouterr().out
-    assert ('untied: lm_head.weight' in out) != tied
-    assert '15 tokens (3.75% of 400) are in it; 10 of them are reserved tokens (10 of the 10' in out
-    ranking = (tmp_path / 'out' / 'token_ranking.tsv').read_text().splitlines()[1:]
-    rows = [line.split('\t') for line in ranking]
-    assert len(rows) == 400 and sorted(int(r[1]) for r in rows if r[4] == '1') == planted.tolist()
-    assert sorted(int(r[1]) for r in rows[:15]) == planted.tolist()      # ranked first, too
-    others = (tmp_path / 'out' / 'cluster_other_tokens.txt').read_text().splitlines()
-    listed = sorted(json.loads(line.split('\t')[1]) for line in others)
-    assert listed == sorted(names[i] for i in planted[10:])
-    if not tied:
-        assert 'input-row norm (untied): median' in out
-    assert (tmp_path / 'out' / 'unused_tokens.png').is_file()
-
-
-def test_checkpoint_report_stops_quietly_when_its_reader_goes(tmp_path):
-    planted_checkpoint(tmp_path, 'F32', True, V=20000)    # large: the report comes well after line 1
-    env = {**os.environ, 'PYTHONUNBUFFERED': '1'}           # each line written as printed, as in a terminal
-    command = [sys.executable, 'theory_demo.py', '--checkpoint', str(tmp_path),
-               '--out', str(tmp_path / 'out')]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    assert proc.stdout.readline().startswith(str(tmp_path))             # `| head -1`: read one line, go
-    proc.stdout.close()
-    err = proc.stderr.read()
-    assert proc.wait(timeout=60) == 0 and err == ''
-
-
-def test_cluster_finder_on_rows_with_no_cluster_and_unreachable_pieces(tmp_path, capsys):
-    rng = np.random.default_rng(1)
-    assert TD.find_cluster(rng.normal(size=(300, 64))) is None        # random rows: nothing to find
-    W = rng.normal(size=(300, 64))
-    W[:5] = W[0] + 0.01 * rng.normal(size=(5, 64))
-    close, members = TD.find_cluster(W)
-    assert np.flatnonzero(members).tolist() == [0, 1, 2, 3, 4] and close[:5].min() > 0.99
-    assert [TD.unreachable_piece(t) for t in ('##,', '##\u5289', '##a', '##,,', ',', '##\u00bf')] == \
-           [True, True, False, False, False, True]
-
-
 @pytest.mark.parametrize('args, flag', [(['--eta', 'nan'], '--eta'), (['--lam', 'inf'], '--lam'),
                                         (['--r', '-1'], '--r'), (['--steps', '100000000'], '--steps'),
                                         (['--seed', '-1'], '--seed'), (['--eta', '1000'], '--eta'),
@@ -2961,287 +2450,7 @@ def test_theory_demo_refuses_numbers_that_measure_nothing(args, flag):
     assert 'must be' in last and re.search(rf'{re.escape(flag)}\b', last), last
 
 # -----------------------------------------------------------------------------
-# theory_demo.py --finetune: a BERT encoder in plain torch, fine-tuned on problems written in its tokens
-
-WORDS = [a + b + c for a in 'bdgkmprst' for b in 'aeiou' for c in 'lnx'][:110]   # 110 "ordinary words"
-
-
-def tiny_bert(path, C=16, n_head=2, n_layer=2, seed=0):
-    """A BERT checkpoint folder small enough for a test: specials, the problem's pieces, 110 words, 100
-    [unusedN] and 100 unreachable '##' pieces whose rows are collapsed (one shared row, a little noise)."""
-    path.mkdir(exist_ok=True)
-    vocab = (['[PAD]'] + [f'[unused{i}]' for i in range(100)] + ['[UNK]', '[CLS]', '[SEP]', '[MASK]']
-             + ['.', 'then', '?', ':', 'true', 'false'] + WORDS
-             + [f'##{chr(0x4E00 + i)}' for i in range(100)])
-    (path / 'vocab.txt').write_text('\n'.join(vocab) + '\n', encoding='utf-8')
-    (path / 'config.json').write_text(json.dumps(dict(
-        model_type='bert', vocab_size=len(vocab), hidden_size=C, num_attention_heads=n_head,
-        num_hidden_layers=n_layer, intermediate_size=4 * C, max_position_embeddings=64, hidden_act='gelu',
-        layer_norm_eps=1e-12, type_vocab_size=2)))
-    rng = np.random.default_rng(seed)
-    E = rng.normal(size=(len(vocab), C))
-    never = [i for i, t in enumerate(vocab) if t.startswith(('[unused', '##'))]
-    E[never] = E[0] + 0.02 * rng.normal(size=(len(never), C))
-    e = 'embeddings.'
-    t = {e + 'word_embeddings.weight': E, e + 'position_embeddings.weight': rng.normal(size=(64, C)),
-         e + 'token_type_embeddings.weight': rng.normal(size=(2, C)),
-         e + 'LayerNorm.weight': 1 + 0.1 * rng.normal(size=C), e + 'LayerNorm.bias': 0.1 * rng.normal(size=C)}
-    for i in range(n_layer):
-        p = f'encoder.layer.{i}.'
-        for name, shape in (('attention.self.query', (C, C)), ('attention.self.key', (C, C)),
-                            ('attention.self.value', (C, C)), ('attention.output.dense', (C, C)),
-                            ('intermediate.dense', (4 * C, C)), ('output.dense', (C, 4 * C))):
-            t[p + name + '.weight'] = rng.normal(size=shape) / np.sqrt(shape[1])
-            t[p + name + '.bias'] = 0.1 * rng.normal(size=shape[0])
-        for ln in ('attention.output.LayerNorm', 'output.LayerNorm'):
-            t[p + ln + '.weight'] = 1 + 0.1 * rng.normal(size=C)
-            t[p + ln + '.bias'] = 0.1 * rng.normal(size=C)
-    t['pooler.dense.weight'] = np.zeros((C, C))                     # in the file, not used
-    write_safetensors(path / 'model.safetensors',
-                      {k: ('F32', v.shape, v.astype('<f4').tobytes()) for k, v in t.items()})
-    return {w: i for i, w in enumerate(vocab)}
-
-
-# the tiny checkpoint's last hidden states, positions 0-7, features 0-1, for the ids in the test below:
-# recorded once with Hugging Face transformers 5.24 (BertModel, eager attention; is_decoder=True for the
-# causal mask), which is not a requirement of this project
-REFERENCE = {False: [-0.6141, -0.3601, -0.5544, 0.1331, -0.9445, -0.9454, -1.6631, 0.6415,
-                     -0.7141, -0.0217, -0.2457, -0.0688, -0.2337, -0.4296, -0.3607, 0.2392],
-             True: [0.252, -1.1256, -0.0544, -0.6977, -0.541, -1.3965, -0.7728, -0.4944,
-                    -0.4958, -0.2495, 0.0144, -0.2, 0.033, -0.2976, -0.0739, 0.2294]}
-
-
-@pytest.mark.parametrize('causal', [False, True])
-def test_bert_forward_matches_an_independent_implementation(tmp_path, causal):
-    tiny_bert(tmp_path)
-    model = TD.load_bert(str(tmp_path)).eval()
-    idx = torch.tensor([[102, 120, 105, 121, 106, 103, 1, 230]])
-    with torch.no_grad():
-        h = model.hidden(idx, causal)[0]                                             # (T, C)
-        assert h[:, :2].flatten().tolist() == pytest.approx(REFERENCE[causal], abs=2e-4)
-        later = idx.clone()
-        later[0, -1] = 5
-        same = (model.hidden(later, causal)[0, :-1] == h[:-1]).all()
-    assert same == causal                           # causal: a later token changes no earlier position
-
-
-def test_finetune_name_sets_are_single_pieces_and_problems_round_trip(tmp_path):
-    vocab = tiny_bert(tmp_path)
-    _, E = TD.load_embeddings(str(tmp_path))
-    sets = TD.name_sets(vocab, E)
-    assert sets['ordinary'] == WORDS[:100]
-    assert sets['reserved'] == [f'[unused{i}]' for i in range(100)]
-    assert sets['never-trained'] == [f'##{chr(0x4E00 + i)}' for i in range(100)]   # found by the cluster
-    p = L.parse('a4 . a9 . a4 -> a2 . a2 -> a7 . a3 -> a5 . ? a7')
-    for names in sets.values():
-        enc = TD.Encoder(vocab, names)
-        ids, n = enc.encode(p)
-        assert all(w in vocab for w in names) and len(set(names)) == 100
-        words = enc.decode(ids).split(' ')
-        assert words[0] == '[CLS]' and words[n - 1] == ':' and words[-1] == '[SEP]'
-        back = {FT: t for t, FT in TD.FT_SPECIALS.items()}
-        assert ' '.join(back.get(w) or f'a{names.index(w)}' for w in words[1:-1]) == L.to_text(p)
-
-
-@pytest.mark.parametrize('width', [16, 128])
-def test_finetune_control_redraws_the_reserved_rows_apart(tmp_path, width):
-    vocab = tiny_bert(tmp_path, C=width)
-    E = TD.load_bert(str(tmp_path)).embeddings.word_embeddings.weight.detach().clone()
-    reserved = [vocab[f'[unused{i}]'] for i in range(100)]
-    ordinary = [vocab[w] for w in WORDS[:100]]
-    before = E.clone()
-    TD.redraw_rows(E, reserved, ordinary)
-    assert TD.pairwise_cosines(before[reserved].numpy()).mean() > 0.9            # collapsed at first
-    d = E[reserved] - E[ordinary].mean(0)
-    cos = TD.pairwise_cosines(d.numpy())
-    if width >= 100:
-        assert np.abs(cos).max() < 1e-5                                           # orthogonal ...
-    else:
-        assert abs(cos.mean()) < 0.05                                             # as near as can be ...
-    spread = (E[ordinary] - E[ordinary].mean(0)).norm(dim=1).median()
-    assert d.norm(dim=1).tolist() == pytest.approx([spread.item()] * 100, rel=1e-4)  # ... and as far out
-    others = [i for i in range(len(E)) if i not in reserved]
-    assert torch.equal(E[others], before[others])
-    TD.redraw_rows(E, reserved, ordinary, how='copies')                          # the other control
-    copied = [ordinary.index(j) for i in reserved for j in ordinary if torch.equal(E[i], E[j])]
-    assert sorted(copied) == list(range(100))                # each a copy of a different ordinary row
-
-
-def test_finetune_runs_every_set_and_draws_the_curves(tmp_path):
-    tiny_bert(tmp_path / 'bert')
-    r = run('theory_demo.py', '--finetune', str(tmp_path / 'bert'), '--ft-steps', '4', '--ft-eval', '2',
-            '--ft-batch', '4', '--ft-test', '8', '--out', str(tmp_path / 'out'))
-    assert r.returncode == 0, r.stderr
-    for arm in ('ordinary:', 'reserved:', 'never-trained:', 'reserved, rows re-drawn apart:'):
-        assert arm in r.stdout.splitlines()
-    assert len(re.findall(r'step +\d+ \| exact match +[\d.]+% \| +\d+ s \| ETA', r.stdout)) == 4 * 3
-    # the summary says of each set of names what its printed curve says
-    arms = re.split(r'\n(ordinary|reserved|never-trained|reserved, rows re-drawn apart):\n', r.stdout)[1:]
-    assert len(arms) == 2 * 4
-    for arm, body in zip(arms[0::2], arms[1::2]):
-        curve = [(int(s), float(a) / 100)
-                 for s, a in re.findall(r'step +(\d+) \| exact match +([\d.]+)%', body)]
-        said = [TD.steps_to(curve, level) for level in (0.5, 0.9)]
-        said = [f'{s}' if s is not None else f'not by step {curve[-1][0]}' for s in said]
-        last = f'{100 * curve[-1][1]:.1f}'
-        assert re.search(rf'\n  {re.escape(arm)} +50%: {said[0]} +90%: {said[1]} +\(last {last}%\)',
-                         r.stdout), (arm, said)
-    curve = [(0, 0.1), (2, 0.6), (4, 0.95)]
-    assert (TD.steps_to(curve, 0.5), TD.steps_to(curve, 0.9), TD.steps_to(curve[:2], 0.9)) == (2, 4, None)
-    assert TD.PAPER_GEMMA in r.stdout and (tmp_path / 'out' / 'finetune_real.png').is_file()
-
-
-def test_finetune_sums_a_large_batch_from_pieces_to_the_gradient_of_the_whole(monkeypatch):
-    """--ft-batch and --ft-test as large as the caps allow fit in memory: each forward pass reads FT_CHUNK
-    problems, and the gradient and the accuracy are those of the whole batch."""
-    model, vocab = U.make_model(TINY), L.Vocab(TINY.n_symbols)
-    x, y = next(U.batches(random.Random(0), TINY, vocab))           # 32 problems of several lengths
-    grads = []
-    for chunk in (1000, 5):
-        monkeypatch.setattr(TD, 'FT_CHUNK', chunk)
-        model.zero_grad(set_to_none=True)
-        TD.backward(model, x, y)
-        grads.append([p.grad.clone() for p in model.parameters()])
-        assert TD.accuracy(model, x, y) == U.exact_match(model, x, y).float().mean().item()
-    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(*grads))
-    assert not all(torch.allclose(a, 0 * a) for a in grads[0])
-
-
-def test_finetune_on_bad_folders_says_which_file_in_one_line(tmp_path):
-    vocab = tiny_bert(tmp_path)
-    cases = [(tmp_path / 'none', 'does not exist')]
-    (tmp_path / 'config.json').write_text('{"model_type": "gpt2"}')
-    cases.append((tmp_path, f'{tmp_path / "config.json"}: not a BERT configuration'))
-    for folder, complaint in cases:
-        r = run('theory_demo.py', '--finetune', str(folder), '--out', str(tmp_path / 'out'))
-        assert r.returncode == 1 and 'Traceback' not in r.stderr
-        assert len(r.stderr.strip().splitlines()) == 1 and complaint in r.stderr, r.stderr
-
-# -----------------------------------------------------------------------------
 # hostile input: a finished run is never lost, a signal never hangs, sizes are checked before the work
-
-
-def grid_line(cfg, label='standard'):
-    """A finished grid run as grid_runs.jsonl holds it."""
-    numbers = {k: 0.5 for k in [*U.accuracy_keys(), 'cos_unseen', 'norm_unseen', 'norm_train', 'held_none',
-                                'held_all', 'wall']}
-    return json.dumps(dict(row=label, seed=cfg.seed, **numbers, config=U.asdict(cfg)))
-
-
-def test_a_resume_with_other_settings_is_refused_naming_each_and_deletes_nothing(tmp_path):
-    theirs = U.Config(**U.GRID_QUICK, layout='template', precision='fp32')
-    text = grid_line(theirs) + '\n'
-    (tmp_path / 'grid_runs.jsonl').write_text(text)
-    r = run('unseen.py', '--grid', '--quick', '--resume', str(tmp_path), '--precision', 'bf16')
-    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
-        f'error: --resume {tmp_path}: its runs were trained with --layout template '
-        '(this grid: shapes), '
-        '--precision fp32 (this grid: bf16); give the same settings to finish it, or another folder '
-        '(its runs are kept as they are)']
-    r = run('unseen.py', '--grid', '--resume', str(tmp_path), '--layout', 'template', '--precision', 'fp32')
-    assert r.returncode == 1 and 'its runs were trained with --quick (this grid: no ' \
-        '--quick)' in r.stderr
-    assert (tmp_path / 'grid_runs.jsonl').read_text() == text                  # not a byte lost
-    # runs of neither grid's length are named by their steps; a grid's folder given as --out, as --out
-    other = tmp_path / 'other'
-    other.mkdir()
-    (other / 'grid_runs.jsonl').write_text(grid_line(U.Config(**dict(U.GRID, steps=1), precision='fp32')))
-    r = run('unseen.py', '--grid', '--out', str(other), '--precision', 'fp32')
-    assert r.returncode == 1 and r.stderr.startswith(
-        f"error: --out {other}: its runs were trained with steps 1 (this grid: "
-        f"{U.GRID['steps']});")
-
-
-def test_the_printed_resume_command_carries_every_setting_of_the_grid():
-    argv = ['--grid', '--quick', '--seeds', '3', '--layout', 'template', '--precision', 'fp32']
-    command = U.grid_command(U.parse_args(argv), 'runs/g')
-    assert command == ('python unseen.py --grid --quick --seeds 3 --layout template --precision fp32 '
-                       '--resume runs/g')
-    again = U.parse_args(command.split()[2:-2])
-    assert [getattr(again, k) for k in ('quick', 'seeds', 'layout', 'precision', 'device')] == \
-        [True, 3, 'template', 'fp32', 'auto']
-
-
-@pytest.mark.parametrize('line', [
-    b'{"row": ["standard"], "seed": 0}', b'{"row": "standard", "seed": [0]}', b'{"row": "standard"}',
-    b'{"row": "standard", "seed": "0", "config": {}}', b'\xff\xfe not UTF-8', b'[' * 100_000 + b']' * 100_000,
-    b'{"row": "standard", "seed": true, "config": {}}', b'"a string"', b'NaN'])
-def test_a_damaged_grid_line_of_any_shape_is_set_aside_not_a_traceback(tmp_path, line):
-    cfg = U.Config(**U.GRID_QUICK)
-    good = grid_line(cfg).encode()
-    (tmp_path / 'grid_runs.jsonl').write_bytes(line + b'\n' + good + b'\n')
-    assert U.read_run(line) is None
-    runs, skipped, differ = U.saved_runs(tmp_path / 'grid_runs.jsonl',
-                                         {('standard', 0): json.loads(json.dumps(U.asdict(cfg)))})
-    assert len(runs) == 1 and not differ and list(skipped.values()) == [1]
-    assert U.read_run(good.replace(b'"none": 0.5', b'"none": 5.0')) is None        # not an accuracy
-    assert U.read_run(good.replace(b'"wall": 0.5', b'"wall": NaN')) is None
-
-
-@pytest.mark.parametrize('sig', ['SIGINT', 'SIGTERM', 'SIGHUP'])
-def test_a_signal_to_the_grids_process_group_stops_it_and_its_workers_in_seconds(tmp_path, sig):
-    """What Ctrl-C, `timeout`, a batch scheduler or a closed terminal send: the whole process group."""
-    env = {k: v for k, v in os.environ.items() if k != 'PYTHONUNBUFFERED'}
-    proc = subprocess.Popen([sys.executable, 'unseen.py', '--grid', '--quick', '--out', str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True, preexec_fn=ctrl_c_reaches_it)
-    timer = threading.Timer(90, lambda: os.killpg(proc.pid, signal.SIGKILL))
-    timer.start()
-    try:
-        assert proc.stdout.readline().startswith('grid: ')
-        time.sleep(4)                                # the workers are training
-        os.killpg(proc.pid, getattr(signal, sig))
-        t = time.time()
-        _, err = proc.communicate()
-        took = time.time() - t
-    finally:
-        timer.cancel()
-    assert proc.returncode == 1 and err.strip().splitlines() == [
-        f'error: interrupted; the finished runs are kept in {tmp_path}; '
-        f'to finish: python unseen.py --grid --quick --resume {tmp_path}']
-    assert took < 10
-    time.sleep(0.5)
-    assert live_in_group(proc.pid) == []                 # no worker left behind (zombies wait for a reaper)
-
-
-def test_a_worker_whose_main_process_has_gone_ends_without_a_traceback():
-    """A job that ends after the main process stopped (`timeout` signals the whole group; --bench's workers
-    may be compiling): the worker has no one to send its result to, and ends quietly."""
-    code = ("import multiprocessing as mp, pickle, time, unseen as U\n"
-            "here, there = mp.Pipe()\n"
-            "here.send_bytes(pickle.dumps((0.2,)))\n"
-            "here.close()                            # the main process's end: gone\n"
-            "U.worker(there, time.sleep)\n"
-            "print('ended')\n")
-    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and r.stdout == 'ended\n' and 'Traceback' not in r.stderr, r.stderr
-
-
-def test_grid_workers_ignore_signals_from_their_start_and_die_with_the_main_process(tmp_path):
-    """The workers start with Ctrl-C, kill and hang-up ignored (read from /proc as soon as each exists: a
-    signal while they import torch prints no traceback), and a SIGKILL to the main process alone (the
-    out-of-memory killer's) takes its workers with it."""
-    env = {k: v for k, v in os.environ.items() if k != 'PYTHONUNBUFFERED'}
-    proc = subprocess.Popen([sys.executable, 'unseen.py', '--grid', '--quick', '--out', str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True, preexec_fn=ctrl_c_reaches_it)
-    try:
-        assert proc.stdout.readline().startswith('grid: ')
-        children, t = [], time.time()
-        while len(children) < 2 and time.time() - t < 30:
-            children = [s for s in live_in_group(proc.pid) if s != f'/proc/{proc.pid}/stat']
-        for stat in children:
-            status = open(stat.replace('/stat', '/status')).read()
-            ignored = int(re.search(r'SigIgn:\s*([0-9a-f]+)', status).group(1), 16)
-            assert all(ignored >> (s - 1) & 1 for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
-        time.sleep(4)                                    # the workers are training
-        proc.kill()
-        proc.wait()
-        time.sleep(2)
-        assert live_in_group(proc.pid) == []
-    finally:
-        if live_in_group(proc.pid):
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def live_in_group(pgid):
@@ -3257,16 +2466,10 @@ def live_in_group(pgid):
     return live
 
 
-@pytest.mark.parametrize('args', [['--ckpt', ''], ['--out', ' '], ['--grid', '--resume', ''],
+@pytest.mark.parametrize('args', [['--ckpt', ''], ['--out', ' '],
                                   ['--ckpt', 'assets/headline.pt', '--problems', '']])
 def test_an_empty_path_is_refused_not_taken_as_not_given(args):
     r = run('unseen.py', *args)
-    assert r.returncode == 2 and 'an empty path' in r.stderr.strip().splitlines()[-1]
-
-
-@pytest.mark.parametrize('args', [['--checkpoint', ''], ['--finetune', ''], ['--out', '']])
-def test_theory_demo_refuses_an_empty_path(args):
-    r = run('theory_demo.py', *args)
     assert r.returncode == 2 and 'an empty path' in r.stderr.strip().splitlines()[-1]
 
 
@@ -3332,29 +2535,13 @@ def write_limited(size):
     return limit
 
 
-@pytest.mark.parametrize('args', [['--steps', '5'], ['--ckpt', 'assets/headline.pt'], ['--grid', '--quick']])
+@pytest.mark.parametrize('args', [['--steps', '5'], ['--ckpt', 'assets/headline.pt']])
 def test_an_output_folder_that_takes_no_real_bytes_is_refused_before_the_work(tmp_path, args):
     r = subprocess.run([sys.executable, 'unseen.py', *args, '--out', str(tmp_path / 'out')], text=True,
                        capture_output=True, timeout=60, preexec_fn=write_limited(1000))
     assert r.returncode == 1 and r.stderr.strip().splitlines() == [
         f'error: --out {tmp_path}/out: cannot write there (File too large)']
     assert not [f for f in (tmp_path / 'out').iterdir()]
-
-
-def test_finetune_checks_the_configs_sizes_before_allocating(tmp_path):
-    tiny_bert(tmp_path / 'bert')
-    config = json.loads((tmp_path / 'bert' / 'config.json').read_text())
-    (tmp_path / 'bert' / 'config.json').write_text(json.dumps({**config, 'vocab_size': 10 ** 9}))
-    t = time.time()
-    r = run('theory_demo.py', '--finetune', str(tmp_path / 'bert'), '--out', str(tmp_path / 'out'))
-    assert r.returncode == 1 and 'parameters; this demo fine-tunes encoders of at most 400M' in r.stderr
-    assert time.time() - t < 10
-    (tmp_path / 'bert' / 'config.json').write_text(json.dumps({**config, 'max_position_embeddings': 8}))
-    r = run('theory_demo.py', '--finetune', str(tmp_path / 'bert'), '--out', str(tmp_path / 'out'))
-    assert r.returncode == 1 and 'max_position_embeddings 8, but these problems take up to' in r.stderr
-    for flag in ('--ft-batch', '--ft-test', '--ft-steps'):
-        r = run('theory_demo.py', '--finetune', str(tmp_path / 'bert'), flag, '10000000')
-        assert r.returncode == 2 and 'at most' in r.stderr
 
 
 def test_a_checkpoint_whose_weights_cannot_be_trained_is_refused(trained, tmp_path):
@@ -3366,26 +2553,6 @@ def test_a_checkpoint_whose_weights_cannot_be_trained_is_refused(trained, tmp_pa
     assert r.returncode == 1 and r.stderr.strip().splitlines() == [
         f'error: {tmp_path}/zeros.pt: its weights transformer.wte.weight are all one value: not a trained '
         'model (edited?)']
-
-
-def test_a_model_folder_is_checked_for_type_range_and_size(tmp_path, monkeypatch):
-    """theory_demo.py trusts nothing it reads: a layer_norm_eps that is nan, huge or a string, or a head count
-    that is a bool, is one line naming it (not every arm at 0%, not a traceback), and a file to be read whole
-    that is larger than any real one is refused before it is read."""
-    tiny_bert(tmp_path / 'bert')
-    path = tmp_path / 'bert' / 'config.json'
-    config = json.loads(path.read_text())
-    for bad, said in ((dict(layer_norm_eps=float('nan')), 'layer_norm_eps nan is not a number in (0, 0.1]'),
-                      (dict(layer_norm_eps=1e30), 'layer_norm_eps 1e+30 is not a number'),
-                      (dict(layer_norm_eps='1e-12'), "layer_norm_eps '1e-12' is not a number"),
-                      (dict(num_attention_heads=True), 'needs positive integers')):
-        path.write_text(json.dumps({**config, **bad}))
-        r = run('theory_demo.py', '--finetune', str(tmp_path / 'bert'), '--out', str(tmp_path / 'out'))
-        assert r.returncode == 1 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
-    path.write_text(json.dumps(config))
-    monkeypatch.setattr(TD, 'FILE_MAX', 1000)
-    r = run('theory_demo.py', '--finetune', str(tmp_path / 'bert'), '--out', str(tmp_path / 'out'))
-    assert r.returncode == 1 and 'at most 1,000)' in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 def test_a_checkpoint_with_one_changed_weight_is_refused(trained, tmp_path):
@@ -3417,11 +2584,6 @@ def test_a_stored_config_naming_a_retired_switch_loads_at_its_value_and_is_refus
     assert r.returncode == 1 and r.stderr.strip().splitlines() == [
         f'error: {tmp_path}/clipped.pt: its stored configuration is not one this unseen.py trains '
         '(--grad-clip 1.0: a switch this unseen.py no longer has)']
-    numbers = ['cos_unseen', 'norm_unseen', 'norm_train', 'wall', *U.accuracy_keys(), 'held_none', 'held_all']
-    run_line = lambda **kw: json.dumps(dict(row='standard', seed=0, config=dict(n_symbols=5000, **kw),
-                                            curve=[], **dict.fromkeys(numbers, 0.5)))
-    assert 'identity_a' not in U.read_run(run_line(identity_a=1.0).encode())['config']
-    assert U.read_run(run_line(schedule='cosine').encode()) is None
 
 
 def test_a_checkpoint_whose_config_was_relabelled_is_refused(tmp_path):
@@ -3440,3 +2602,140 @@ def test_a_small_eval_n_missing_a_depth_prints_a_dash_not_a_traceback(tmp_path, 
             '--n-layer', '1', '--n-embd', '32', '--out', str(tmp_path / 'run')])
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith('  depth ')]
     assert any('-   (' in line and ' 0 problems)' in line for line in rows) and len(rows) >= 7
+
+
+# names in the scripts people write in: each typed composed, decomposed (as macOS files hold it) and with
+# full-width ASCII (a CJK keyboard) is one name, the composed one
+SCRIPTS = {'Latin': 'café', 'Polish': 'Łódź', 'Vietnamese': 'mưa', 'Greek': 'βροχή', 'Cyrillic': 'йод',
+           'Armenian': 'անձրև', 'Georgian': 'წვიმა', 'Hebrew': 'גֶּשֶׁם', 'Arabic': 'مَطَر',
+           'Persian': 'می\u200cخواهم', 'Devanagari': 'बारिश', 'Bengali': 'বৃষ্টি', 'Gurmukhi': 'ਮੀਂਹ',
+           'Tamil': 'மழை', 'Telugu': 'వర్షం', 'Kannada': 'ಮಳೆ', 'Malayalam': 'മഴ', 'Thai': 'หิมะ', 'Lao': 'ຝົນ',
+           'Tibetan': 'ཆར', 'Korean': '비', 'Japanese': 'あめ', 'Chinese': '雨', 'Ethiopic': 'ዝናብ',
+           'Turkish': 'i̇z', 'Sinhala': 'වැස්ස', 'ASCII': 'rain1'}
+
+
+@pytest.mark.parametrize('script', SCRIPTS)
+def test_a_name_is_what_the_reader_sees_in_every_script(script):
+    import unicodedata
+    name = unicodedata.normalize('NFC', SCRIPTS[script])
+    for typed in (name, unicodedata.normalize('NFD', name),
+                  ''.join(chr(ord(c) + 0xFEE0) if '!' <= c <= '~' else c for c in name)):
+        p = L.parse(f'{typed} . {name} -> z . ? z')
+        assert p.names() == [unicodedata.normalize('NFKC', name), 'z'] and p.answer, (script, ascii(typed))
+        assert (p.how is not None) == (typed != unicodedata.normalize('NFKC', typed)) and \
+            (p.how is None or p.how['normalised'] == {typed: unicodedata.normalize('NFKC', typed)})
+
+
+@pytest.mark.parametrize('text, says', [
+    ('\u093e . ? \u093e', "it begins with devanagari vowel sign aa ('\\u093e'), which belongs inside a name"),
+    ('a\u200c . ? a', 'it ends with zero width non-joiner'),
+    ('\u200db . ? b', 'it begins with zero width joiner'),
+])
+def test_a_mark_or_joiner_standing_alone_is_refused_naming_it(text, says):
+    with pytest.raises(ValueError, match=re.escape(says)):
+        L.parse(text)
+
+
+def test_look_alike_names_are_one_name_and_the_student_is_told(capsys):
+    """'ｒａｉｎ' (full-width) and 'rain' were two names, and the wrong answer was called correct."""
+    U.main(['--ckpt', 'assets/headline.pt', '--ask', 'ｒａｉｎ . rain -> snow . ? snow'])
+    out = capsys.readouterr().out
+    assert 'read as Unicode normalises it (NFKC): ｒａｉｎ -> rain' in out
+    assert 'written as unseen ones: rain -> u0, snow -> u1' in out
+
+
+def test_a_second_run_on_a_folder_a_live_run_holds_is_refused_and_a_dead_runs_lock_is_not_kept(tmp_path):
+    """Two runs on one --out: the second is refused before it trains, and nothing of the first is replaced;
+    a run killed outright (no chance to remove its lock) does not keep the folder from the next one."""
+    out, tiny = str(tmp_path / 'run'), ['--eval-n', '5', '--n-layer', '1', '--n-embd', '32', '--compile', 'off']
+    first = subprocess.Popen([sys.executable, 'unseen.py', *tiny, '--steps', '100000', '--out', out],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first.stdout.readline()                                    # the plan: it holds the folder now
+        assert open(os.path.join(out, '.lock')).read() == str(first.pid)
+        r = run('unseen.py', *tiny, '--steps', '2', '--out', out)
+        assert r.returncode == 1 and r.stderr.strip() == (f'error: --out {out}: another run (process '
+                                                          f'{first.pid}) is writing there; give another folder')
+    finally:
+        first.kill()
+        first.wait()
+    assert os.path.exists(os.path.join(out, '.lock'))              # killed outright: its lock stays ...
+    r = subprocess.run([sys.executable, 'unseen.py', *tiny, '--steps', '2', '--eval-every', '2', '--out', out],
+                       capture_output=True, text=True)                # ... and is taken over
+    assert r.returncode == 0, r.stderr
+    assert os.path.exists(os.path.join(out, 'ckpt.pt')) and not os.path.exists(os.path.join(out, '.lock'))
+
+
+@pytest.mark.parametrize('field, value, says', [
+    ('identity', 'no', "identity holds 'no'; it should hold true or false"),
+    ('freeze_emb', 'False', "freeze_emb holds 'False'; it should hold true or false"),
+    ('tie_emb', 'False', "tie_emb holds 'False'; it should hold true or false"),
+    ('freeze_unused', float('nan'), 'freeze_unused holds nan; it should hold true or false'),
+    ('n_layer', '6', "n_layer holds '6'; it should hold a whole number"),
+    ('lr', float('inf'), 'lr holds inf; it should hold a finite number'),
+    ('precision', 'bf17', "precision holds 'bf17'; it should hold fp32 or bf16"),
+    ('colour', 'red', 'colour: a field this unseen.py does not know'),
+])
+def test_every_stored_field_is_checked_by_its_type_naming_it(tmp_path, field, value, says):
+    """A checkpoint's config, edited: 'False' (a string) loaded as True, nan as a switch; each is refused in
+    one line naming the field, what it holds and what it should hold."""
+    ck = torch.load('assets/headline.pt')
+    ck['config'][field] = value
+    torch.save(ck, tmp_path / 'edited.pt')
+    with pytest.raises(ValueError) as e:
+        U.load_checkpoint(str(tmp_path / 'edited.pt'))
+    assert str(e.value) == (f'{tmp_path}/edited.pt: its stored configuration is not one this unseen.py trains '
+                            f'({says})')
+
+
+def test_a_missing_or_misshapen_tensor_is_named(tmp_path):
+    ck = torch.load('assets/headline.pt')
+    ck['model']['transformer.h.0.mlp.c_fc.weight'] = torch.zeros(3, 3)
+    torch.save(ck, tmp_path / 'shaped.pt')
+    with pytest.raises(ValueError, match=r'its weights transformer\.h\.0\.mlp\.c_fc\.weight are \[3, 3\], its stored '
+                                         r'configuration makes them \[256, 64\]: edited\?'):
+        U.load_checkpoint(str(tmp_path / 'shaped.pt'))
+    del ck['model']['transformer.h.0.mlp.c_fc.weight']
+    torch.save(ck, tmp_path / 'missing.pt')
+    with pytest.raises(ValueError, match=r'transformer\.h\.0\.mlp\.c_fc\.weight is missing'):
+        U.load_checkpoint(str(tmp_path / 'missing.pt'))
+
+
+def test_a_signal_ends_a_run_at_once_even_while_work_it_would_wait_for_goes_on(tmp_path):
+    """Under load, a SIGTERM while torch.compile built printed the line and then went on compiling for minutes:
+    Python joins the compile's threads at exit. Here a thread of two minutes stands for that compile: the run
+    still ends within seconds of the signal, with its one line, its child processes gone too."""
+    code = ("import runpy, subprocess, sys, threading, time\n"
+            "threading.Thread(target=time.sleep, args=(120,)).start()\n"
+            "subprocess.Popen(['sleep', '120'])\n"
+            f"sys.argv = ['unseen.py', '--steps', '100000', '--n-layer', '1', '--out', {str(tmp_path / 'run')!r}]\n"
+            "runpy.run_path('unseen.py', run_name='__main__')\n")
+    proc = subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.readline()                                          # the plan: training starts
+    time.sleep(1)
+    child = [int(p.split('/')[2]) for p in glob.glob('/proc/[0-9]*/stat')
+             if open(p).read().rsplit(')', 1)[1].split()[1] == str(proc.pid)]
+    t = time.time()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert time.time() - t < 20 and proc.returncode == 1 and err.strip() == 'error: interrupted; nothing was saved'
+    assert child and not any(os.path.exists(f'/proc/{pid}') and 'Z' not in open(f'/proc/{pid}/stat').read().split()[2]
+                             for pid in child)
+    assert not (tmp_path / 'run').exists()
+
+
+def test_a_run_is_never_silent_between_its_log_lines(monkeypatch):
+    """Between evaluations (minutes apart on a laptop) a progress line comes at least each minute in a file
+    or a pipe (a terminal: each 10 s, in place), with the step, ms a step and the clock; a compile says when it
+    starts and ends."""
+    clock = itertools.count(0, 7)                                    # each look at the clock: 7 s later
+    monkeypatch.setattr(U.time, 'time', lambda: float(next(clock)))
+    lines = []
+    U.train(replace(TINY, steps=30), log=lines.append)
+    ticks = [line for line in lines if not line.startswith('step')]
+    assert len([line for line in lines if line.startswith('step')]) == 2 and ticks
+    assert all(re.fullmatch(r'  step +\d+ of 30 \| +\d+ ms/step \| +[\d.]+ min left', t) for t in ticks), ticks
+    lines.clear()
+    monkeypatch.setattr(U, 'compile_blocks', lambda model, log: True)
+    U.Meter(replace(TINY, compile=True), U.make_model(TINY), L.Vocab(TINY.n_symbols), lines.append)
+    assert lines[0].startswith('compiling the attention and the MLP') and re.fullmatch(r'compiled in \d+ s', lines[1])

@@ -13,28 +13,32 @@ rows of tokens never a training target all get the same update. Softmax pushes t
 decay contracts their differences under GD or SGD (the lemma), AdamW's normalised step moves them alike even
 without it. They end near one shared vector; with tied embeddings the unseen names look alike as inputs too.
 
+Deliberate deviations from nanoGPT's model: identity terms in every head (Boix-Adsera et al.), copy attention
+(the paper's), tied or untied embeddings, the paper's switches (freeze, forget), Muon, an average of weights.
+
 Read it top to bottom to main() as the paper's argument: config, the model, the switches, optimisation, data,
-evaluation, training, the verdict; after it, outputs, --ckpt / --ask / --problems, --grid, --bench.
+evaluation, training, the verdict. After main(): speed and bookkeeping (one section a first reading skips),
+the outputs, --ckpt / --ask / --problems, the command line. The lab (the paper's grid, the bench): lab/.
 """
 
 import argparse
+import atexit
 import contextlib
 import copy
 import ctypes
+import glob
 import hashlib
+import io
 import itertools
-import json
 import logging
 import math
-import multiprocessing as mp
-from multiprocessing.connection import wait
 import os
-import pickle
 import random
 import signal
 import sys
 import tempfile
 import time
+import types
 from dataclasses import dataclass, asdict, fields, replace
 
 try:            # Ctrl-C while torch loads (a second or two) gets the one line everything else gets
@@ -137,12 +141,7 @@ class Config:
         """Longest sequence the model reads (the learned position table's size)."""
         return self.longest_problems().max_tokens()
 
-# switches of closed probes (last commits with them: 59fd721; positions b1fb83b) at the one value a run has
-# now: a stored config that names them loads where it holds that value (current_config)
-RETIRED = dict(identity_a=1.0, identity_b=0.0, emb_norm=1.0, grad_clip=0.0, schedule='wsd',
-               positions='learned')
-FINAL_EVALS = dict(shapes=3, template=1)   # the held-out shapes' evaluation after training, in evaluations
-EVAL_SCORES = 1 << 23   # evaluation: at most this many attention scores (32 MB) a forward pass (eval_chunk)
+
 # what each layout needs: problems of every shape take six layers of eight heads, more and larger batches,
 # Muon, rules of two premises, --balance, --shift 2 and --ema; the one layout none of it.
 LAYOUT_DEFAULTS = {
@@ -233,46 +232,16 @@ class CopyAttention(nn.Module):
         return torch.zeros(att.size(0), V, device=att.device).scatter_add_(1, idx, self.beta * att)
 
 
-def feed_forward(mlp, x):
-    return mlp.c_proj(F.gelu(mlp.c_fc(x)))
-
-
 class MLP(nn.Module):
 
     def __init__(self, cfg):
         super().__init__()
         self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd)
+        self.gelu = nn.GELU()
         self.c_proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd)
-        self.feed = feed_forward       # compile_blocks may swap in a compiled copy (same function)
 
     def forward(self, x):
-        return self.feed(self, x)
-
-
-def compile_blocks(model, log=print):
-    """--compile: training's attention and MLP through torch.compile (the same functions, their passes
-    fused, less kept for the backward pass: the demo's peak memory 1.3 GB, not 2.7).
-    Tried at once on a small batch, so that a machine that cannot compile (no C++ compiler) says so in one
-    line and trains as written. Evaluation: as written."""
-    fast, feed = torch.compile(attend, dynamic=True), torch.compile(feed_forward, dynamic=True)
-    cfg = model.cfg
-    B, T, C, nh = 2, 8, cfg.n_embd, cfg.n_head
-    try:
-        with torch.random.fork_rng(devices=[]), \
-                torch.autocast(cfg.device, dtype=torch.bfloat16, enabled=cfg.precision == 'bf16'):
-            qkv = [torch.randn(B, nh, T, C // nh, device=cfg.device, requires_grad=True) for _ in range(3)]
-            x = torch.randn(B, T, C, device=cfg.device, requires_grad=True)
-            y, z = fast(*qkv, x, nn.Parameter(torch.ones(nh)), nn.Parameter(torch.ones(nh)))
-            w = feed(copy.deepcopy(model.transformer.h[0].mlp), x)
-        (y.float().sum() + z.float().sum() + w.float().sum()).backward()
-    except Exception as e:   # no compiler, an unsupported device or version: run as written
-        log(f"note: torch.compile is not available here ({type(e).__name__}: "
-            f"{(str(e).strip().splitlines() or [''])[0][:120]}); training as written (slower, more memory)")
-        return False
-    training = lambda compiled, plain: lambda *args: (compiled if torch.is_grad_enabled() else plain)(*args)
-    for block in model.transformer.h:
-        block.attn.attend, block.mlp.feed = training(fast, attend), training(feed, feed_forward)
-    return True
+        return self.c_proj(self.gelu(self.c_fc(x)))
 
 
 class Block(nn.Module):
@@ -409,80 +378,8 @@ def hold_unused_rows(model, vocab):
             w[rows] = rows_at_init
     return hold
 
-
-def slow_name_rows(adamw, model, rows, share):
-    """--emb-lr: the names' rows move `share` times as far as AdamW moves them (AdamW at `share` times the
-    rate, weight decay included). Resets need it: at the full rate AdamW lines re-drawn rows up at once."""
-    rows, before = torch.tensor(rows, device=model.lm_head.weight.device), []
-
-    @torch.no_grad()
-    def remember(*_):
-        before[:] = [w[rows].clone() for w in model.embeddings()]
-
-    @torch.no_grad()
-    def shorten(*_):
-        for w, old in zip(model.embeddings(), before):
-            w[rows] = old + share * (w[rows] - old)
-    adamw.register_step_pre_hook(remember)
-    adamw.register_step_post_hook(shorten)
-
 # -----------------------------------------------------------------------------
-# optimisation: Muon and AdamW, warm-up, then a stable rate and a decay
-
-
-class Muon(torch.optim.Optimizer):
-    """Muon (Jordan et al. 2024) as torch.optim.Muon computes it, but on all matrices of one shape at once
-    and in float32 (torch's: one at a time in bfloat16, which a CPU without AVX512-BF16 emulates: 110 ms
-    a step of the demo, not 6)."""
-
-    def __init__(self, params, lr, weight_decay, momentum=0.95):
-        super().__init__(params, dict(lr=lr, weight_decay=weight_decay, momentum=momentum))
-
-    @staticmethod
-    def orthogonalise(g):
-        """(n, A, B) -> about U V^T of each matrix's SVD U S V^T: torch.optim.Muon's Newton-Schulz."""
-        x = g.mT if g.size(-2) > g.size(-1) else g
-        x = x / x.norm(dim=(-2, -1), keepdim=True).clamp(min=1e-7)
-        for _ in range(5):
-            a = x @ x.mT
-            x = torch.baddbmm(x, torch.baddbmm(a, a, a, beta=-4.7750, alpha=2.0315), x, beta=3.4445)
-        return x.mT if g.size(-2) > g.size(-1) else x
-
-    @torch.no_grad()
-    def step(self):
-        for group in self.param_groups:
-            by_shape = {}
-            for p in group['params']:
-                if p.grad is not None:
-                    by_shape.setdefault(p.shape, []).append(p)
-            for shape, ps in by_shape.items():
-                bufs = [self.state[p].setdefault('momentum_buffer', torch.zeros_like(p)) for p in ps]
-                grads = [p.grad for p in ps]
-                torch._foreach_lerp_(bufs, grads, 1 - group['momentum'])
-                update = torch.stack(grads).lerp_(torch.stack(bufs), group['momentum'])   # Nesterov
-                update = self.orthogonalise(update.float()) * (0.2 * math.sqrt(max(shape)))  # AdamW's RMS
-                torch._foreach_mul_(ps, 1 - group['lr'] * group['weight_decay'])
-                torch._foreach_add_(ps, list(update.to(ps[0].dtype).unbind()), alpha=-group['lr'])
-
-
-class Optimizers:
-    """AdamW and Muon stepped as one optimizer (the training loop and the resets see one object)."""
-
-    def __init__(self, *optimizers):
-        self.optimizers = optimizers
-        self.param_groups = [g for o in optimizers for g in o.param_groups]
-
-    @property
-    def state(self):
-        return {p: s for o in self.optimizers for p, s in o.state.items()}
-
-    def zero_grad(self, set_to_none=True):
-        for o in self.optimizers:
-            o.zero_grad(set_to_none=set_to_none)
-
-    def step(self):
-        for o in self.optimizers:
-            o.step()
+# optimisation: AdamW (and Muon on the blocks' matrices), warm-up, then a stable rate and a decay
 
 
 def make_optimizer(model, cfg):
@@ -581,11 +478,6 @@ def held_out_sets(sets):
 # evaluation: exact match under greedy decoding, and the collapse metric
 
 
-def eval_chunk(cfg, T):
-    """Problems of T tokens per forward pass in evaluation: one tensor of scores within EVAL_SCORES."""
-    return max(1, EVAL_SCORES // (cfg.n_head * T * T))
-
-
 @torch.no_grad()
 def target_preds(model, x, y, chunk=None):
     """(B, T): teacher-forced, the argmax given the correct prefix at each target position (-1 elsewhere)."""
@@ -654,139 +546,6 @@ def rows_stats(model, vocab):
                 norm_train=norm[vocab.train_ids].mean().item())
 
 # -----------------------------------------------------------------------------
-# the log line and the verdict's sentences
-
-
-def shapes_note(cfg, shapes):
-    """The verdict's lines on the shapes and the chain lengths the model never trained on."""
-    held, longer = held_out_mean(shapes), longer_sets(cfg, shapes)
-    lines = [f"         on shapes it never trained on it solves {held['none']:.1%} in training symbols, "
-             f"{held['all']:.1%} in unseen ones."]
-    each = lambda s: ' / '.join(f"{shapes[n][s]:.1%}" for n in longer.values())
-    steps = ' / '.join(str(cfg.max_depth + d - cfg.trained_depth()) for d in longer)   # (trained_depth)
-    return lines + ([f"         on chains {steps} steps longer than any in training: {each('none')} in "
-                     f"training symbols, {each('all')} in unseen."] if longer else [])
-
-
-def rows_note(cfg, last):
-    """The verdict's line on the unseen rows of a model that trains them: collapsed, or shrunk."""
-    if cfg.freeze_emb:
-        return []
-    if last['cos_unseen'] > 0.5:
-        return [f"         its unseen unembeddings collapsed (mean cosine {last['cos_unseen']:.2f}): it "
-                "cannot tell unseen symbols apart."]
-    if last['norm_unseen'] < 0.5 * last['norm_train']:
-        return [f"         its unseen unembeddings shrank (mean norm {last['norm_unseen']:.2f}, training "
-                f"rows {last['norm_train']:.2f}): their logits lose to the training names'."]
-    return []
-
-
-def before_reset(model, vocab, sets, cfg):
-    """What a resetting run's log line says of the rows just before a reset: 'all' and their cosine."""
-    return dict(all_before_reset=evaluate(model, vocab, {'all': sets['all']}, cfg.device)['all'],
-                cos_before_reset=rows_stats(model, vocab)['cos_unseen'])
-
-
-def last_reset(cfg, step):
-    """The step of the last reset at or before `step` (None: none yet)."""
-    return max((s for s in range(1, step + 1) if forgets_at(cfg, s)), default=None)
-
-
-def reset_note(cfg, step):
-    """The verdict's line on which model a resetting run is judged by (--ckpt: the one saved at the end)."""
-    last = last_reset(cfg, step)
-    if last is None:
-        return []
-    if last == step:
-        return ["         (evaluated just after a reset of the names' rows, as saved)"]
-    return [f"         (evaluated {step - last} steps after the last reset, at step {last}: the names' rows "
-            "have trained since)"]
-
-
-def progress_line(h, steps):
-    """The line a run prints at each evaluation, from its entry in the history."""
-    left = f"{h['left'] / 60:4.1f} min left" if h['step'] else ''
-    loss = f"{h['loss']:.4f}" if h['step'] else '   -  '     # step 0: nothing trained yet
-    ms = f"{h['ms_per_step']:5.1f} ms/step" if h['step'] else '    - ms/step'
-    ms += f", {h['share']:3.0%} of matmul peak" if h['step'] and 'share' in h else ''
-    reset = (f" | just reset (before: all {h['all_before_reset']:.1%}, cos unseen "
-             f"{cos_str(h['cos_before_reset'])})" if 'all_before_reset' in h else '')
-    return (f"step {h['step']:5d} | loss {loss} | {ms} | exact match "
-            + ' '.join(f"{s} {acc_str(h, s)}" for s in logic_data.SCENARIOS) + " | "
-            f"cos unseen {cos_str(h['cos_unseen']):>5} train {cos_str(h['cos_train']):>5}{reset} | {left}")
-
-
-def acc_str(acc, s):
-    """' 98.2% (T  97 F  99)': a scenario's exact match, then on its provable and unprovable problems."""
-    return f"{acc[s]:6.1%} (T {100 * acc[s + '_T']:3.0f} F {100 * acc[s + '_F']:3.0f})"
-
-
-def cos_str(v):
-    """A cosine with 2 decimals; tiny negative values print as 0.00, not -0.00."""
-    return f"{v:.2f}" if round(v, 2) != 0 else "0.00"
-
-
-def rows_str(r):
-    """'unseen-row cosine 0.98 (training rows 0.01), mean norm 0.49 (training rows 0.88)'."""
-    return (f"unseen-row cosine {cos_str(r['cos_unseen'])} (training rows {cos_str(r['cos_train'])}), "
-            f"mean norm {r['norm_unseen']:.2f} (training rows {r['norm_train']:.2f})")
-
-
-def shapes_str(cfg, acc):
-    """The shape sets but the longer chains (lengths_str has those)."""
-    lines = ['problems of shapes never trained on: exact match in training names / unseen names']
-    lines += [f"  {name:<56}{a['none']:7.1%} / {a['all']:6.1%}" for name, a in acc.items()
-              if name not in longer_sets(cfg, acc).values()]
-    return '\n'.join(lines)
-
-
-def longer_sets(cfg, shapes):
-    """{steps beyond training: the name of its set in `shapes`} (evaluate_shapes; none for a template run)."""
-    names = {d: logic_data.longer_name(d, cfg.max_depth) for d in logic_data.BEYOND}
-    return {d: name for d, name in names.items() if name in shapes}
-
-
-def by_depth(problems, ok):
-    """Exact match per depth of the planted derivation (the chain's length): {depth: (accuracy, n)}."""
-    depths = {}
-    for p, right in zip(problems, ok.tolist()):
-        depths.setdefault(p.how['depth'], []).append(right)
-    return {d: (sum(r) / len(r), len(r)) for d, r in sorted(depths.items())}
-
-
-def lengths_str(cfg, predictions, shapes):
-    """Exact match by chain length: each depth of the test problems, then the longer chains' shape sets."""
-    ok = {s: (predictions[s][1] == predictions[s][2]).all(dim=1) for s in ('none', 'all')}
-    depth = {s: by_depth(predictions[s][0], ok[s]) for s in ('none', 'all')}
-    lines = ['exact match by chain length (depth of the derivation): in training names / unseen names']
-    pct = lambda s, d, w: f"{depth[s][d][0]:{w}.1%}" if d in depth[s] else f"{'-':>{w}}"  # small --eval-n
-    trained = cfg.trained_depth()          # a short run's curriculum may end before --max-depth
-    label = lambda d: f'depth {d}' + (f' ({d - trained} beyond training)' if d > trained else '')
-    lines += [f"  {label(d):<28}{pct('none', d, 7)} / {pct('all', d, 6)}   "
-              f"({depth['none'].get(d, (0, 0))[1]} / {depth['all'].get(d, (0, 0))[1]} problems)"
-              for d in sorted(set(depth['none']) | set(depth['all']))]
-    lines += [f"  {label(cfg.max_depth + d):<28}{shapes[name]['none']:7.1%} / {shapes[name]['all']:6.1%}"
-              for d, name in longer_sets(cfg, shapes).items()]
-    return '\n'.join(lines)
-
-
-def run_name(cfg):
-    """The switches of a run, e.g. 'copy-attn + freeze-emb' ('standard' if none)."""
-    on = [('no-identity', not cfg.identity), ('copy-attn', cfg.copy_attn and cfg.copy_form == 'residual'),
-          ('copy-pointer', cfg.copy_attn and cfg.copy_form == 'pointer'), ('freeze-emb', cfg.freeze_emb),
-          ('freeze-unused', cfg.freeze_unused), ('untied', not cfg.tie_emb),
-          (f'forget-every {cfg.forget_every}', cfg.forget_every),
-          (f'until {cfg.forget_until}', cfg.forget_every and cfg.forget_until),
-          (f'emb-lr {cfg.emb_lr:g}', cfg.emb_lr != 1 and not cfg.freeze_emb)]
-    return ' + '.join(name for name, flag in on if flag) or 'standard'
-
-
-def attention_summary(cfg):
-    """What the run's attention has, in words: 'identity terms on, copy attention off'."""
-    return (f"identity terms {'on' if cfg.identity else 'off'}, "
-            f"copy attention {cfg.copy_form + ' form' if cfg.copy_attn else 'off'}")
-
-# -----------------------------------------------------------------------------
 # training
 
 
@@ -812,6 +571,272 @@ def average_weights(averaged, model, decay):
         return
     for avg, p in zip(averaged.parameters(), model.parameters()):
         avg.lerp_(p, 1 - decay)
+
+
+def before_reset(model, vocab, sets, cfg):
+    """What a resetting run's log line says of the rows just before a reset: 'all' and their cosine."""
+    return dict(all_before_reset=evaluate(model, vocab, {'all': sets['all']}, cfg.device)['all'],
+                cos_before_reset=rows_stats(model, vocab)['cos_unseen'])
+
+
+def train(cfg, log=print, predictions=None):
+    """Train one model; returns (model, vocab, history: a dict per evaluation, each a log line)."""
+    vocab, model = logic_data.Vocab(cfg.n_symbols), make_model(cfg)
+    optimizer = make_optimizer(model, cfg)
+    averaged = copy.deepcopy(model) if cfg.ema else model     # the model evaluated and saved (Config.ema)
+    meter = Meter(cfg, model, vocab, log)    # speed and bookkeeping (after main): compile, clock, memory
+    data, sets = batches(random.Random(cfg.seed), cfg, vocab), eval_sets(cfg, vocab)
+    hold = hold_unused_rows(model, vocab) if cfg.freeze_unused else lambda: None
+    history, losses = [], []
+    for step in range(cfg.steps + 1):
+        evaluating, before = step % cfg.eval_every == 0 or step == cfg.steps, {}
+        if forgets_at(cfg, step):   # the reset first: a resetting run evaluates and saves a model just reset
+            before = before_reset(averaged, vocab, sets, cfg) if evaluating else {}   # (and the rows before)
+            forget_embeddings(model, optimizer, vocab.name_ids, averaged)
+        if evaluating:
+            t = meter.evaluation_starts()
+            acc = evaluate(averaged, vocab, sets, cfg.device, predictions)
+            loss = sum(losses) / len(losses) if losses else float('nan')      # step 0: nothing trained yet
+            history.append(dict(step=step, loss=loss, **acc, **rows_stats(averaged, vocab), **before,
+                                **meter.read(step, t)))
+            log(progress_line(history[-1], cfg.steps))
+            losses = []
+        if step == cfg.steps:
+            return averaged, vocab, history
+        set_lr(optimizer, cfg, step)
+        t = time.time()
+        x, y = next(data)
+        losses.append(train_step(model, optimizer, x, y))
+        hold()
+        average_weights(averaged, model, cfg.ema)
+        if not math.isfinite(losses[-1]):   # diverged: no checkpoint, no verdict on garbage
+            raise FloatingPointError(f"the loss became {losses[-1]} at step {step + 1} (try a smaller --lr)")
+        meter.stepped(step, x, y, time.time() - t)
+
+
+def progress_line(h, steps):
+    """The line a run prints at each evaluation, from its entry in the history: the loss, the time a step,
+    each scenario's exact match (on its provable T and unprovable F problems), the rows' cosine."""
+    left = f"{h['left'] / 60:4.1f} min left" if h['step'] else ''
+    loss = f"{h['loss']:.4f}" if h['step'] else '   -  '     # step 0: nothing trained yet
+    ms = f"{h['ms_per_step']:5.1f} ms/step" if h['step'] else '    - ms/step'
+    ms += f", {h['share']:3.0%} of matmul peak" if h['step'] and 'share' in h else ''
+    reset = (f" | just reset (before: all {h['all_before_reset']:.1%}, cos unseen "
+             f"{cos_str(h['cos_before_reset'])})" if 'all_before_reset' in h else '')
+    return (f"step {h['step']:5d} | loss {loss} | {ms} | exact match "
+            + ' '.join(f"{s} {acc_str(h, s)}" for s in logic_data.SCENARIOS) + " | "
+            f"cos unseen {cos_str(h['cos_unseen']):>5} train {cos_str(h['cos_train']):>5}{reset} | {left}")
+
+# -----------------------------------------------------------------------------
+# the verdict, and main
+
+
+def verdict(cfg, history, headline, shapes=None, predictions=None):
+    """The run's end in words: the last evaluation's table, whether the model solves the `headline`
+    scenario and why, the shapes and lengths it never trained on, its unseen rows, which model is judged."""
+    last = history[-1]
+    lines = ['', f"{'scenario':<10}{'exact match':>12}",
+             *[f"{s + (' *' if s == headline else ''):<10}{last[s]:>12.1%}" for s in logic_data.SCENARIOS],
+             rows_str(last), '', *([shapes_str(cfg, shapes), ''] if shapes else []),
+             *([lengths_str(cfg, predictions, shapes), ''] if shapes and predictions else [])]
+    acc = last[headline]
+    what = {'none': 'problems in training symbols', 'query': 'problems whose query is an unseen symbol',
+            'all': 'problems written entirely in unseen symbols'}[headline]
+    lines.append(f"verdict: the model solves {acc:.1%} of {what}." if acc >= 0.9 else
+                 f"verdict: the model solves only {acc:.1%} of {what}." if acc >= 0.5 else
+                 f"verdict: the model fails on {what} ({acc:.1%} exact match).")
+    if headline != 'none':
+        learned, alike = last['none'] >= 0.9, acc >= last['none'] - 0.05     # within 5 points: as well
+        why = ("it learned the task, and that carries over to the unseen names." if learned and acc >= 0.9
+               else "it learned the task, so what fails is the unseen names." if learned
+               else "about as much as in unseen ones: what it lacks is the task, not the names." if alike
+               else "it has not learned the task well, so not all of the failure is about the unseen names.")
+        lines.append(f"         in training symbols it solves {last['none']:.1%}: {why}")
+        named = last.get(headline + '_named', last[headline])
+        if last[headline] - named > 0.005:
+            lines.append(f"         (on the problems whose chain writes a name: {named:.1%}; the others ask "
+                         "about a fact: T, with no name to write.)")
+        lines += shapes_note(cfg, shapes) if shapes else []      # shapes and lengths it never trained on
+    if not cfg.freeze_emb and last['cos_unseen'] > 0.5:          # the collapse (theory_demo.py)
+        lines.append(f"         its unseen unembeddings collapsed (mean cosine {last['cos_unseen']:.2f}): it "
+                     "cannot tell unseen symbols apart.")
+    elif not cfg.freeze_emb and last['norm_unseen'] < 0.5 * last['norm_train']:
+        lines.append(f"         its unseen unembeddings shrank (mean norm {last['norm_unseen']:.2f}, training "
+                     f"rows {last['norm_train']:.2f}): their logits lose to the training names'.")
+    lines += reset_note(cfg, last.get('step', cfg.steps))       # which model a resetting run is judged by
+    lines.append(f"         ({run_name(cfg)}: {attention_summary(cfg)})")
+    return '\n'.join(lines)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.ckpt:     # a trained model: one problem (--ask), a file of them (--problems), or its test sets
+        return evaluate_checkpoint(args)
+    cfg = config_from_args(args)
+    out, created = output_folder(args.out, cfg)      # (a lock in it: one run a folder)
+    t0, predictions = time.time(), {}
+    try:
+        print(plan(cfg, out))                        # (a reader gone already: stopped says so too)
+        model, vocab, history = train(cfg, predictions=predictions)
+    except (FloatingPointError, KeyboardInterrupt, OSError) as e:   # one line; no empty run folder
+        stopped(e, out, created)
+    wall, ckpt = time.time() - t0, os.path.join(out, 'ckpt.pt')
+    save_checkpoint(ckpt, model, cfg, history)       # at once: what was trained is kept, come what may
+    try:
+        shapes = evaluate_shapes(model, vocab, shape_sets(cfg, vocab), cfg.device)
+    except KeyboardInterrupt as e:
+        stopped(e, out, created, saved=ckpt)
+    save_checkpoint(ckpt, model, cfg, history, shapes)
+    plot(history, os.path.join(out, 'training.png'), f'{run_name(cfg)}, verdict on --unseen {args.unseen}')
+    plot_rows(model, cfg, vocab, os.path.join(out, 'ckpt_rows.png'))
+    print(verdict(cfg, history, args.unseen, shapes, predictions))
+    print(f"trained in {duration(wall)}{peak_memory()}")
+    mistakes(model, vocab, args.unseen, predictions)
+    print(f"\nwrote {out}/ckpt.pt, {out}/training.png and {out}/ckpt_rows.png; try:\n"
+          f"  python unseen.py --ckpt {out}/ckpt.pt --ask '{try_problem(cfg)}'")
+
+
+# =============================================================================
+# AFTER THE PATH: what main() calls around the paper's argument. First reading: stop here.
+# =============================================================================
+
+# -----------------------------------------------------------------------------
+# speed and bookkeeping: train's Meter (the clock, the share of the matmul rate, the heap), torch.compile,
+# evaluation in chunks, the switches of closed probes
+class Meter:
+    """What train's log line says beside the paper's figures: ms a step, the share of this machine's own
+    matmul rate (nanoGPT's MFU), the minutes left. Made at the start of training, it also keeps freed memory
+    in the heap, compiles the blocks (cfg.compile) and times each curriculum stage for the clock; between log
+    lines it prints a progress line at least every 10 s on a terminal (each minute in a file or pipe)."""
+
+    def __init__(self, cfg, model, vocab, log=print):
+        keep_freed_memory()
+        self.cfg, self.vocab, self.log = cfg, vocab, log
+        if cfg.compile:
+            t = time.time()
+            log("compiling the attention and the MLP (torch.compile; --compile off: as written) ...")
+            if compile_blocks(model, log):
+                log(f"compiled in {time.time() - t:.0f} s")
+        self.t0, self.rate = time.time(), matmul_rate(cfg)
+        self.stages = stage_seconds(cfg, model, vocab)      # seconds a step at each depth (the clock)
+        self.clock = dict(seconds=0.0, timed=0.0, eval_seconds=0.0, evals=0)   # what time_left reads
+        self.seconds, self.flops, self.shown = [], [], time.time()
+        self.tty = log is print and sys.stdout.isatty()
+
+    def stepped(self, step, x, y, seconds):
+        """A training step took `seconds` on batch (x, y)."""
+        self.seconds.append(seconds)
+        self.flops.append(step_flops(self.cfg, *x.shape, (y != -1).sum().item(), len(self.vocab)))
+        self.clock['seconds'] += seconds
+        self.clock['timed'] += self.stages[self.cfg.depth_at(step)]      # what the stage's probe foretold
+        if time.time() - self.shown >= (10 if self.tty else 60) and (step + 1) % self.cfg.eval_every:
+            left = time_left(self.cfg, step + 1, self.stages, **self.clock) / 60
+            ms = 1000 * sum(self.seconds) / len(self.seconds)        # since the last log line
+            line = f"  step {step + 1:5d} of {self.cfg.steps} | {ms:5.0f} ms/step | {left:4.1f} min left"
+            if self.tty:
+                print('\r' + line, end='', flush=True)
+            else:
+                self.log(line)
+            self.shown = time.time()
+
+    def evaluation_starts(self):
+        if self.tty and self.shown > self.t0:
+            print('\r' + ' ' * 60 + '\r', end='', flush=True)     # the progress line gives way
+        release_freed_memory()
+        return time.time()
+
+    def read(self, step, evaluation_started):
+        """The log line's speed figures at `step` (an evaluation has just ended), the counts then restarted."""
+        self.clock['eval_seconds'] += time.time() - evaluation_started
+        self.clock['evals'] += 1
+        seconds, flops = sum(self.seconds), sum(self.flops)
+        figures = dict(ms_per_step=1000 * seconds / max(1, len(self.seconds)),
+                       share=flops / max(1e-9, seconds) / self.rate, elapsed=time.time() - self.t0,
+                       left=time_left(self.cfg, step, self.stages, **self.clock))
+        self.seconds, self.flops, self.shown = [], [], time.time()
+        return figures
+
+
+def compile_blocks(model, log=print):
+    """--compile: training's attention and MLP through torch.compile (the same functions, their passes
+    fused, less kept for the backward pass: the demo's peak memory 1.3 GB, not 2.7).
+    Tried at once on a small batch, so that a machine that cannot compile (no C++ compiler) says so in one
+    line and trains as written. Evaluation: as written."""
+    fast, mlp = torch.compile(attend, dynamic=True), torch.compile(MLP.forward, dynamic=True)
+    cfg = model.cfg
+    B, T, C, nh = 2, 8, cfg.n_embd, cfg.n_head
+    try:
+        with torch.random.fork_rng(devices=[]), \
+                torch.autocast(cfg.device, dtype=torch.bfloat16, enabled=cfg.precision == 'bf16'):
+            qkv = [torch.randn(B, nh, T, C // nh, device=cfg.device, requires_grad=True) for _ in range(3)]
+            x = torch.randn(B, T, C, device=cfg.device, requires_grad=True)
+            y, z = fast(*qkv, x, nn.Parameter(torch.ones(nh)), nn.Parameter(torch.ones(nh)))
+            w = mlp(copy.deepcopy(model.transformer.h[0].mlp), x)
+        (y.float().sum() + z.float().sum() + w.float().sum()).backward()
+    except Exception as e:   # no compiler, an unsupported device or version: run as written
+        log(f"note: torch.compile is not available here ({type(e).__name__}: "
+            f"{(str(e).strip().splitlines() or [''])[0][:120]}); training as written (slower, more memory)")
+        return False
+    training = lambda compiled, plain: lambda *args: (compiled if torch.is_grad_enabled() else plain)(*args)
+    for block in model.transformer.h:
+        block.attn.attend = training(fast, attend)
+        block.mlp.forward = types.MethodType(training(mlp, MLP.forward), block.mlp)
+    return True
+
+
+class Optimizers:
+    """AdamW and Muon stepped as one optimizer (the training loop and the resets see one object)."""
+
+    def __init__(self, *optimizers):
+        self.optimizers = optimizers
+        self.param_groups = [g for o in optimizers for g in o.param_groups]
+
+    @property
+    def state(self):
+        return {p: s for o in self.optimizers for p, s in o.state.items()}
+
+    def zero_grad(self, set_to_none=True):
+        for o in self.optimizers:
+            o.zero_grad(set_to_none=set_to_none)
+
+    def step(self):
+        for o in self.optimizers:
+            o.step()
+
+
+class Muon(torch.optim.Optimizer):
+    """Muon (Jordan et al. 2024) as torch.optim.Muon computes it, but on all matrices of one shape at once
+    and in float32 (torch's: one at a time in bfloat16, which a CPU without AVX512-BF16 emulates: 110 ms
+    a step of the demo, not 6)."""
+
+    def __init__(self, params, lr, weight_decay, momentum=0.95):
+        super().__init__(params, dict(lr=lr, weight_decay=weight_decay, momentum=momentum))
+
+    @staticmethod
+    def orthogonalise(g):
+        """(n, A, B) -> about U V^T of each matrix's SVD U S V^T: torch.optim.Muon's Newton-Schulz."""
+        x = g.mT if g.size(-2) > g.size(-1) else g
+        x = x / x.norm(dim=(-2, -1), keepdim=True).clamp(min=1e-7)
+        for _ in range(5):
+            a = x @ x.mT
+            x = torch.baddbmm(x, torch.baddbmm(a, a, a, beta=-4.7750, alpha=2.0315), x, beta=3.4445)
+        return x.mT if g.size(-2) > g.size(-1) else x
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            by_shape = {}
+            for p in group['params']:
+                if p.grad is not None:
+                    by_shape.setdefault(p.shape, []).append(p)
+            for shape, ps in by_shape.items():
+                bufs = [self.state[p].setdefault('momentum_buffer', torch.zeros_like(p)) for p in ps]
+                grads = [p.grad for p in ps]
+                torch._foreach_lerp_(bufs, grads, 1 - group['momentum'])
+                update = torch.stack(grads).lerp_(torch.stack(bufs), group['momentum'])   # Nesterov
+                update = self.orthogonalise(update.float()) * (0.2 * math.sqrt(max(shape)))  # AdamW's RMS
+                torch._foreach_mul_(ps, 1 - group['lr'] * group['weight_decay'])
+                torch._foreach_add_(ps, list(update.to(ps[0].dtype).unbind()), alpha=-group['lr'])
 
 
 def keep_freed_memory():
@@ -844,13 +869,12 @@ def step_flops(cfg, B, T, targets, vocab_size):
     muon = L * sum(5 * (4 * m * m * n + 2 * m ** 3) for m, n in shapes)   # 5 steps on each (m <= n) matrix
     return 3 * L * layer + head + muon
 
-
 RATES = {}   # matmul_rate's figures, by device, precision and width: measured once a process (0.3 s)
 
 
 def matmul_rate(cfg, seconds=0.3):
     """This machine's own rate (FLOP/s) for the MLP's first product (128 x 70 tokens, C -> 4C) in the run's
-    precision: the honest peak on a CPU, against which the log line and --bench give a step's share."""
+    precision: the honest peak on a CPU, against which the log line and lab/bench.py give a step's share."""
     key = (cfg.device, cfg.precision, cfg.n_embd)
     if key in RATES:
         return RATES[key]
@@ -903,130 +927,49 @@ def time_left(cfg, step, stages, seconds, timed, eval_seconds, evals):
     return (to_come * (seconds / timed if timed else 1.0)
             + (eval_seconds / evals * evals_to_come if evals and step < cfg.steps else 0.0))
 
+FINAL_EVALS = dict(shapes=3, template=1)   # the held-out shapes' evaluation after training, in evaluations
+EVAL_SCORES = 1 << 23   # evaluation: at most this many attention scores (32 MB) a forward pass (eval_chunk)
 
-def train(cfg, log=print, predictions=None):
-    """Train one model; returns (model, vocab, history: a dict per evaluation, each a log line)."""
-    keep_freed_memory()
-    vocab, model = logic_data.Vocab(cfg.n_symbols), make_model(cfg)
-    optimizer = make_optimizer(model, cfg)
-    averaged = copy.deepcopy(model) if cfg.ema else model     # the model evaluated and saved (Config.ema)
-    if cfg.compile and compile_blocks(model, log):
-        log("the attention and the MLP compiled (torch.compile; --compile off: as written)")
-    data, sets = batches(random.Random(cfg.seed), cfg, vocab), eval_sets(cfg, vocab)
-    history, losses, seconds, flops, t0 = [], [], [], [], time.time()
-    rate, stages, V = matmul_rate(cfg), stage_seconds(cfg, model, vocab), len(vocab)
-    clock = dict(seconds=0.0, timed=0.0, eval_seconds=0.0, evals=0)   # what time_left reads
-    hold = hold_unused_rows(model, vocab) if cfg.freeze_unused else lambda: None
-    for step in range(cfg.steps + 1):
-        evaluating, before = step % cfg.eval_every == 0 or step == cfg.steps, {}
-        if forgets_at(cfg, step):   # the reset first: a resetting run evaluates and saves a model just reset
-            before = before_reset(averaged, vocab, sets, cfg) if evaluating else {}   # (and the rows before)
-            forget_embeddings(model, optimizer, vocab.name_ids, averaged)
-        if evaluating:
-            release_freed_memory()
-            t = time.time()
-            acc = evaluate(averaged, vocab, sets, cfg.device, predictions)
-            clock['eval_seconds'] += time.time() - t
-            clock['evals'] += 1
-            loss = sum(losses) / len(losses) if losses else float('nan')      # step 0: nothing trained yet
-            ms = 1000 * sum(seconds) / max(1, len(seconds))
-            history.append(dict(step=step, loss=loss, **acc, **rows_stats(averaged, vocab), **before,
-                                ms_per_step=ms, share=sum(flops) / max(1e-9, sum(seconds)) / rate,
-                                elapsed=time.time() - t0, left=time_left(cfg, step, stages, **clock)))
-            log(progress_line(history[-1], cfg.steps))
-            losses, seconds, flops = [], [], []
-        if step == cfg.steps:
-            return averaged, vocab, history
-        set_lr(optimizer, cfg, step)
-        t = time.time()
-        x, y = next(data)
-        losses.append(train_step(model, optimizer, x, y))
-        hold()
-        average_weights(averaged, model, cfg.ema)
-        if not math.isfinite(losses[-1]):   # diverged: no checkpoint, no verdict on garbage
-            raise FloatingPointError(f"the loss became {losses[-1]} at step {step + 1} (try a smaller --lr)")
-        seconds.append(time.time() - t)
-        flops.append(step_flops(cfg, *x.shape, (y != -1).sum().item(), V))
-        clock['seconds'] += seconds[-1]
-        clock['timed'] += stages[cfg.depth_at(step)]                 # what the stage's probe foretold
+
+def eval_chunk(cfg, T):
+    """Problems of T tokens per forward pass in evaluation: one tensor of scores within EVAL_SCORES."""
+    return max(1, EVAL_SCORES // (cfg.n_head * T * T))
+
+# switches of closed probes at the one value a run has now: a stored config that names them loads where it
+# holds that value (current_config)
+RETIRED = dict(identity_a=1.0, identity_b=0.0, emb_norm=1.0, grad_clip=0.0, schedule='wsd',
+               positions='learned')
+
+
+def current_config(stored):
+    """A stored config (a dict) without the RETIRED switches, and the first it holds at a value today's
+    code no longer trains, in words (or None)."""
+    other = next((k for k, v in RETIRED.items() if k in stored and stored[k] != v), None)
+    return ({k: v for k, v in stored.items() if k not in RETIRED},
+            other and f"--{other.replace('_', '-')} {stored[other]}: a switch this unseen.py no longer has")
 
 # -----------------------------------------------------------------------------
-# the verdict, and main
+# a switch of the lab's grid (its reset rows): the names' rows at a share of AdamW's rate
 
 
-def verdict(cfg, history, headline, shapes=None, predictions=None):
-    """The run's end in words: the last evaluation's table, whether the model solves the `headline`
-    scenario and why, the shapes and lengths it never trained on, and its unseen rows."""
-    last = history[-1]
-    lines = ['', f"{'scenario':<10}{'exact match':>12}",
-             *[f"{s + (' *' if s == headline else ''):<10}{last[s]:>12.1%}" for s in logic_data.SCENARIOS],
-             rows_str(last), '', *([shapes_str(cfg, shapes), ''] if shapes else []),
-             *([lengths_str(cfg, predictions, shapes), ''] if shapes and predictions else [])]
-    acc = last[headline]
-    what = {'none': 'problems in training symbols', 'query': 'problems whose query is an unseen symbol',
-            'all': 'problems written entirely in unseen symbols'}[headline]
-    lines.append(f"verdict: the model solves {acc:.1%} of {what}." if acc >= 0.9 else
-                 f"verdict: the model solves only {acc:.1%} of {what}." if acc >= 0.5 else
-                 f"verdict: the model fails on {what} ({acc:.1%} exact match).")
-    if headline != 'none':
-        learned, alike = last['none'] >= 0.9, acc >= last['none'] - 0.05     # within 5 points: as well
-        why = ("it learned the task, and that carries over to the unseen names." if learned and acc >= 0.9
-               else "it learned the task, so what fails is the unseen names." if learned
-               else "about as much as in unseen ones: what it lacks is the task, not the names." if alike
-               else "it has not learned the task well, so not all of the failure is about the unseen names.")
-        lines.append(f"         in training symbols it solves {last['none']:.1%}: {why}")
-        named = last.get(headline + '_named', last[headline])
-        if last[headline] - named > 0.005:
-            lines.append(f"         (on the problems whose chain writes a name: {named:.1%}; the others ask "
-                         "about a fact: T, with no name to write.)")
-        lines += shapes_note(cfg, shapes) if shapes else []      # shapes and lengths it never trained on
-    lines += rows_note(cfg, last)                                # collapsed, or shrunk, unseen rows
-    lines += reset_note(cfg, last.get('step', cfg.steps))       # which model a resetting run is judged by
-    lines.append(f"         ({run_name(cfg)}: {attention_summary(cfg)})")
-    return '\n'.join(lines)
+def slow_name_rows(adamw, model, rows, share):
+    """--emb-lr: the names' rows move `share` times as far as AdamW moves them (AdamW at `share` times the
+    rate, weight decay included). Resets need it: at the full rate AdamW lines re-drawn rows up at once."""
+    rows, before = torch.tensor(rows, device=model.lm_head.weight.device), []
 
+    @torch.no_grad()
+    def remember(*_):
+        before[:] = [w[rows].clone() for w in model.embeddings()]
 
-def main(argv=None):
-    args = parse_args(argv)
-    if args.ckpt:     # a trained model: one problem (--ask), a file of them (--problems), or its test sets
-        return evaluate_checkpoint(args)
-    if args.grid:     # the paper's whole table
-        return main_grid(args, argv)
-    cfg = config_from_args(args)
-    if args.bench:
-        return print(f"training-loop throughput, {run_name(cfg)}, on {cfg.device}\n\n{bench(cfg)}")
-    out, created = output_folder(args.out, cfg)
-    t0, predictions = time.time(), {}
-    try:
-        print(plan(cfg, out))                        # (a reader gone already: stopped says so too)
-        model, vocab, history = train(cfg, predictions=predictions)
-    except (FloatingPointError, KeyboardInterrupt, OSError) as e:   # one line; no empty run folder
-        stopped(e, out, created)
-    wall, ckpt = time.time() - t0, os.path.join(out, 'ckpt.pt')
-    save_checkpoint(ckpt, model, cfg, history)       # at once: what was trained is kept, come what may
-    release_freed_memory()
-    try:
-        shapes = evaluate_shapes(model, vocab, shape_sets(cfg, vocab), cfg.device)
-    except KeyboardInterrupt as e:
-        stopped(e, out, created, saved=ckpt)
-    save_checkpoint(ckpt, model, cfg, history, shapes)
-    plot(history, os.path.join(out, 'training.png'), f'{run_name(cfg)}, verdict on --unseen {args.unseen}')
-    plot_rows(model, cfg, vocab, os.path.join(out, 'ckpt_rows.png'))
-    print(verdict(cfg, history, args.unseen, shapes, predictions))
-    print(f"trained in {duration(wall)}{peak_memory()}")
-    mistakes(model, vocab, args.unseen, predictions)
-    print(f"\nwrote {out}/ckpt.pt, {out}/training.png and {out}/ckpt_rows.png; try:\n"
-          f"  python unseen.py --ckpt {out}/ckpt.pt --ask '{try_problem(cfg)}'")
-
-
-# =============================================================================
-# AFTER THE PATH: what main() calls around the paper's argument: outputs, --ckpt / --ask / --problems,
-# --grid, --bench, and the command line's checks
-# =============================================================================
-
+    @torch.no_grad()
+    def shorten(*_):
+        for w, old in zip(model.embeddings(), before):
+            w[rows] = old + share * (w[rows] - old)
+    adamw.register_step_pre_hook(remember)
+    adamw.register_step_post_hook(shorten)
 
 # -----------------------------------------------------------------------------
-# outputs: the plan, the mistakes, the plots, the checkpoint, the output folder
+# outputs: the plan, the report tables, the mistakes, the plots, the checkpoint, the output folder
 
 
 def peak_memory():
@@ -1110,6 +1053,99 @@ def plan(cfg, out):
     lines.append(f"{attention_summary(cfg)} (a = 1, b = 0 at the start; --no-identity: the textbook "
                  "attention)" if cfg.identity else attention_summary(cfg))
     return '\n       '.join(lines)
+
+
+def run_name(cfg):
+    """The switches of a run, e.g. 'copy-attn + freeze-emb' ('standard' if none)."""
+    on = [('no-identity', not cfg.identity), ('copy-attn', cfg.copy_attn and cfg.copy_form == 'residual'),
+          ('copy-pointer', cfg.copy_attn and cfg.copy_form == 'pointer'), ('freeze-emb', cfg.freeze_emb),
+          ('freeze-unused', cfg.freeze_unused), ('untied', not cfg.tie_emb),
+          (f'forget-every {cfg.forget_every}', cfg.forget_every),
+          (f'until {cfg.forget_until}', cfg.forget_every and cfg.forget_until),
+          (f'emb-lr {cfg.emb_lr:g}', cfg.emb_lr != 1 and not cfg.freeze_emb)]
+    return ' + '.join(name for name, flag in on if flag) or 'standard'
+
+
+def attention_summary(cfg):
+    """What the run's attention has, in words: 'identity terms on, copy attention off'."""
+    return (f"identity terms {'on' if cfg.identity else 'off'}, "
+            f"copy attention {cfg.copy_form + ' form' if cfg.copy_attn else 'off'}")
+
+
+def rows_str(r):
+    """'unseen-row cosine 0.98 (training rows 0.01), mean norm 0.49 (training rows 0.88)'."""
+    return (f"unseen-row cosine {cos_str(r['cos_unseen'])} (training rows {cos_str(r['cos_train'])}), "
+            f"mean norm {r['norm_unseen']:.2f} (training rows {r['norm_train']:.2f})")
+
+
+def acc_str(acc, s):
+    """' 98.2% (T  97 F  99)': a scenario's exact match, then on its provable and unprovable problems."""
+    return f"{acc[s]:6.1%} (T {100 * acc[s + '_T']:3.0f} F {100 * acc[s + '_F']:3.0f})"
+
+
+def cos_str(v):
+    """A cosine with 2 decimals; tiny negative values print as 0.00, not -0.00."""
+    return f"{v:.2f}" if round(v, 2) != 0 else "0.00"
+
+
+def shapes_note(cfg, shapes):
+    """The verdict's lines on the shapes and the chain lengths the model never trained on."""
+    held, longer = held_out_mean(shapes), longer_sets(cfg, shapes)
+    lines = [f"         on shapes it never trained on it solves {held['none']:.1%} in training symbols, "
+             f"{held['all']:.1%} in unseen ones."]
+    each = lambda s: ' / '.join(f"{shapes[n][s]:.1%}" for n in longer.values())
+    steps = ' / '.join(str(cfg.max_depth + d - cfg.trained_depth()) for d in longer)   # (trained_depth)
+    return lines + ([f"         on chains {steps} steps longer than any in training: {each('none')} in "
+                     f"training symbols, {each('all')} in unseen."] if longer else [])
+
+
+def reset_note(cfg, step):
+    """The verdict's line on which model a resetting run is judged by (--ckpt: the one saved at the end)."""
+    last = max((s for s in range(1, step + 1) if forgets_at(cfg, s)), default=None)   # the last reset
+    if last is None:
+        return []
+    if last == step:
+        return ["         (evaluated just after a reset of the names' rows, as saved)"]
+    return [f"         (evaluated {step - last} steps after the last reset, at step {last}: the names' rows "
+            "have trained since)"]
+
+
+def shapes_str(cfg, acc):
+    """The shape sets but the longer chains (lengths_str has those)."""
+    lines = ['problems of shapes never trained on: exact match in training names / unseen names']
+    lines += [f"  {name:<56}{a['none']:7.1%} / {a['all']:6.1%}" for name, a in acc.items()
+              if name not in longer_sets(cfg, acc).values()]
+    return '\n'.join(lines)
+
+
+def longer_sets(cfg, shapes):
+    """{steps beyond training: the name of its set in `shapes`} (evaluate_shapes; none for a template run)."""
+    names = {d: logic_data.longer_name(d, cfg.max_depth) for d in logic_data.BEYOND}
+    return {d: name for d, name in names.items() if name in shapes}
+
+
+def by_depth(problems, ok):
+    """Exact match per depth of the planted derivation (the chain's length): {depth: (accuracy, n)}."""
+    depths = {}
+    for p, right in zip(problems, ok.tolist()):
+        depths.setdefault(p.how['depth'], []).append(right)
+    return {d: (sum(r) / len(r), len(r)) for d, r in sorted(depths.items())}
+
+
+def lengths_str(cfg, predictions, shapes):
+    """Exact match by chain length: each depth of the test problems, then the longer chains' shape sets."""
+    ok = {s: (predictions[s][1] == predictions[s][2]).all(dim=1) for s in ('none', 'all')}
+    depth = {s: by_depth(predictions[s][0], ok[s]) for s in ('none', 'all')}
+    lines = ['exact match by chain length (depth of the derivation): in training names / unseen names']
+    pct = lambda s, d, w: f"{depth[s][d][0]:{w}.1%}" if d in depth[s] else f"{'-':>{w}}"  # small --eval-n
+    trained = cfg.trained_depth()          # a short run's curriculum may end before --max-depth
+    label = lambda d: f'depth {d}' + (f' ({d - trained} beyond training)' if d > trained else '')
+    lines += [f"  {label(d):<28}{pct('none', d, 7)} / {pct('all', d, 6)}   "
+              f"({depth['none'].get(d, (0, 0))[1]} / {depth['all'].get(d, (0, 0))[1]} problems)"
+              for d in sorted(set(depth['none']) | set(depth['all']))]
+    lines += [f"  {label(cfg.max_depth + d):<28}{shapes[name]['none']:7.1%} / {shapes[name]['all']:6.1%}"
+              for d, name in longer_sets(cfg, shapes).items()]
+    return '\n'.join(lines)
 
 
 def marked(vocab, tokens):
@@ -1242,21 +1278,28 @@ def plot_rows(model, cfg, vocab, path):
 
 def save_checkpoint(path, model, cfg, history, shapes=None):
     """The trained model, whole or not at all; where `path` cannot be written, in the system's temporary
-    folder, the run stopping with one line that says why and where (or that it is lost)."""
-    weights = model.state_dict()
-    state = {'model': weights, 'config': asdict(cfg), 'history': history, 'shapes': shapes,
-             'digest': digest(weights)}
+    folder, the run stopping with one line that says why (the system's reason) and where (or that it is lost).
+    torch.save writes to memory first: a failed write then says the system's reason, not torch's internals."""
+    weights, buffer = model.state_dict(), io.BytesIO()
+    torch.save({'model': weights, 'config': asdict(cfg), 'history': history, 'shapes': shapes,
+                'digest': digest(weights)}, buffer)
     try:
-        with whole(path, exit=False) as part:
-            torch.save(state, part)
+        write_bytes(path, buffer.getvalue())
     except WriteError as e:
         spare = os.path.join(tempfile.gettempdir(), f"unseen-{time.strftime('%Y%m%d-%H%M%S')}-ckpt.pt")
         try:
-            with whole(spare, exit=False) as part:
-                torch.save(state, part)
+            write_bytes(spare, buffer.getvalue())
         except WriteError as e2:
             sys.exit(f"error: cannot write {path} ({e}) nor {spare} ({e2}): the trained model is lost")
         sys.exit(f"error: cannot write {path} ({e}); the trained model is saved instead in {spare}")
+
+
+def write_bytes(path, data):
+    """`data` in `path`, whole (flushed to the disk) or not at all: WriteError with the system's reason."""
+    with whole(path, exit=False) as part, open(part, 'wb') as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def digest(weights):
@@ -1286,12 +1329,8 @@ def whole(path, exit=True):
     try:
         yield part
         os.replace(part, path)
-    except (OSError, RuntimeError) as e:      # (torch.save reports a failed write as a RuntimeError)
-        if isinstance(e, RuntimeError) and 'inline_container' not in str(e):
-            raise                             # not a failed write: a bug to see whole
-        # torch's "[enforce fail at inline_container.cc:...] ... strerror: Read-only file system"
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else \
-            str(e).splitlines()[0].split('strerror: ')[-1].strip()
+    except OSError as e:
+        reason = e.strerror or str(e)
         if not exit:
             raise WriteError(reason) from None
         sys.exit(f"error: cannot write {path} ({reason}); nothing was left half-written")
@@ -1314,14 +1353,67 @@ def output_folder(out, cfg):
         sys.exit(f"error: --out {out} holds a finished run (ckpt.pt); give another folder, or remove it "
                  "first")
     writable(out, size=size)
+    lock(out)
     return out, created
+
+
+def lock(out):
+    """One run a folder: out/.lock holds this process's id, made at once (O_EXCL: of two runs starting
+    together, one gets it) and removed when the process ends; a second run on the folder while the first
+    lives is refused, a dead run's lock taken over."""
+    path = os.path.join(out, '.lock')
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            try:
+                with open(path) as f:
+                    pid = int(f.read().strip() or 0)
+            except (OSError, ValueError):
+                pid = 0
+            if pid and pid != os.getpid() and alive(pid):
+                sys.exit(f"error: --out {out}: another run (process {pid}) is writing there; give another "
+                         "folder")
+            with contextlib.suppress(OSError):
+                os.remove(path)              # a dead run's (or a half-written) lock
+            continue
+        except OSError as e:
+            sys.exit(f"error: --out {out}: cannot write there ({e.strerror or e})")
+        with os.fdopen(fd, 'w') as f:
+            f.write(str(os.getpid()))
+        atexit.register(unlock, out)
+        return
+    sys.exit(f"error: --out {out}: another run is starting there; give another folder")
+
+
+def unlock(out):
+    path = os.path.join(out, '.lock')
+    with contextlib.suppress(OSError, ValueError):
+        with open(path) as f:
+            mine = int(f.read().strip()) == os.getpid()
+        if mine:
+            os.remove(path)
+
+
+def alive(pid):
+    """Whether process `pid` runs (on Windows, where a signal 0 would end it: assumed)."""
+    if os.name == 'nt':
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:                          # another user's: it runs
+        pass
+    return True
 
 
 def stopped(e, out, created, saved=None):
     """A run stopped (a signal, a loss gone nan, its output closed): one line, no empty run folder left."""
+    unlock(out)
     if saved:
-        sys.exit(f"error: interrupted after training; the trained model is saved in {saved} (without the "
-                 "tests of shapes it never trained on: --ckpt runs them)")
+        raise Stopped(f"error: interrupted after training; the trained model is saved in {saved} (without the "
+                      "tests of shapes it never trained on: --ckpt runs them)")
     if created and not os.listdir(out):
         os.rmdir(out)
     if isinstance(e, BrokenPipeError):   # `| head`: the reader has gone, and a run nobody reads stops
@@ -1330,13 +1422,30 @@ def stopped(e, out, created, saved=None):
     elif isinstance(e, OSError):         # its output on a full disk (> /dev/full): a run nobody reads stops
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         e = f'cannot write the output ({e.strerror or e})'
-    sys.exit(f"error: {str(e) or 'interrupted'}; nothing was saved")
+    raise Stopped(f"error: {str(e) or 'interrupted'}; nothing was saved")
+
+
+class Stopped(SystemExit):
+    """A run stopped by a signal (or its output gone): its one line said, the program ends at once (end_now)."""
+
+
+def end_now(line):
+    """The line, then gone: this process's children (torch.compile's workers) killed, and no wait at exit for
+    a compile in flight (Python would join its threads first: minutes on a busy laptop)."""
+    print(line, file=sys.stderr, flush=True)
+    for stat in glob.glob('/proc/[0-9]*/stat'):           # (Linux; elsewhere the children end with their pipes)
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if int(open(stat).read().rsplit(')', 1)[1].split()[1]) == os.getpid():
+                os.kill(int(stat.split('/')[2]), signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    os._exit(1)
 
 
 def writable(folder, flag='--out', size=1 << 20):
     """Make `folder` and prove now that it takes `size` real bytes (flushed: an empty file passes on a full
     disk); else one line of error naming it."""
-    test = os.path.join(folder, '.write-test')
+    test, made = os.path.join(folder, '.write-test'), not os.path.exists(folder)
     try:
         os.makedirs(folder, exist_ok=True)
         with open(test, 'wb') as f:
@@ -1344,6 +1453,9 @@ def writable(folder, flag='--out', size=1 << 20):
             f.flush()
             os.fsync(f.fileno())
     except OSError as e:
+        for undo in ([test] + [folder] * made):   # a refused folder is not left behind, empty
+            with contextlib.suppress(OSError):
+                (os.rmdir if undo == folder else os.remove)(undo)
         sys.exit(f"error: {flag} {folder}: cannot write there ({e.strerror or e})")
     finally:
         if os.path.isfile(test):
@@ -1390,6 +1502,9 @@ def ask(model, vocab, cfg, text):
         raise ValueError(f"problem too long: over {cfg.block_size()} tokens, this model reads at most "
                          f"{cfg.block_size()}")
     p = logic_data.parse(text)
+    if p.how:                                              # look-alikes on screen are one name
+        print("read as Unicode normalises it (NFKC): " + ', '.join(f'{a} -> {b}' for a, b in
+                                                                   p.how['normalised'].items()))
     mine = vocab.new_names(p)                              # a student's own names: written as unseen ones
     if mine:
         print("names new to this model, written as unseen ones: " +
@@ -1429,37 +1544,65 @@ def ask(model, vocab, cfg, text):
     return ok
 
 
-def current_config(stored):
-    """A stored config (a dict) without the RETIRED switches, and the first it holds at a value today's
-    code no longer trains, in words (or None)."""
-    other = next((k for k, v in RETIRED.items() if k in stored and stored[k] != v), None)
-    return ({k: v for k, v in stored.items() if k not in RETIRED},
-            other and f"--{other.replace('_', '-')} {stored[other]}: a switch this unseen.py no longer has")
+CHOICES = dict(layout=logic_data.LAYOUTS, copy_form=('residual', 'pointer'), optimizer=('muon', 'adamw'),
+               precision=('fp32', 'bf16'))   # a stored config's words, as the command line's choices
+
+
+def field_error(stored):
+    """The first field of a stored config (a checkpoint's, a grid cell's) not of Config's type for it, in
+    words that name it, what it holds and what it should hold (the command line parsed its own)."""
+    known = {f.name: f for f in fields(Config)}
+    for k, v in stored.items():
+        if k not in known:
+            return f"{k}: a field this unseen.py does not know"
+        t = known[k].type
+        if v is None and known[k].default is None:        # None: by layout
+            continue
+        ok = (type(v) is bool if t is bool else type(v) is int if t is int else
+              type(v) in (int, float) and math.isfinite(v) if t is float else v in CHOICES.get(k, (v,)))
+        if not ok or (t is str and not isinstance(v, str)):
+            should = {bool: 'true or false', int: 'a whole number', float: 'a finite number'}.get(t) or \
+                (' or '.join(CHOICES[k]) if k in CHOICES else 'a word')
+            return f"{k} holds {v!r}; it should hold {should}"
+    return None
 
 
 def load_checkpoint(path, device='cpu'):
-    """(model, vocab, cfg) of a checkpoint. Its config passes the command line's checks and its weights
-    must be finite; anything else is a ValueError naming the file."""
+    """(model, vocab, cfg) of a checkpoint. Its config's fields are of their types and pass the command line's
+    checks, its weights have the shapes that config makes and are finite; anything else is a ValueError
+    naming the file and the field or tensor."""
     try:
         ck = torch.load(path, map_location=device)
-        stored, retired = current_config(ck['config'])
-        cfg = Config(**{**stored, 'device': device})
-        error = retired or config_error(cfg)
-        if error is None:
-            weights, damaged = ck['model'], digest(ck['model']) != ck['digest']
-            model = make_model(cfg)
-            odd = sorted(set(weights) ^ set(model.state_dict()))   # (load_state_dict lets some through)
-            if not odd:
-                model.load_state_dict(weights)
-                model(torch.zeros(1, 2, dtype=torch.long, device=device))   # an edited config fails here
-    except Exception as e:   # not a file torch can read, or not a checkpoint of this version of unseen.py
+    except Exception as e:   # not a file torch can read
         raise ValueError(f"{path} is not a checkpoint written by this unseen.py ({type(e).__name__})") from e
+    if not (isinstance(ck, dict) and isinstance(ck.get('config'), dict) and isinstance(ck.get('model'), dict)
+            and 'digest' in ck):
+        raise ValueError(f"{path} is not a checkpoint written by this unseen.py (no model, config and digest)")
+    stored, retired = current_config(ck['config'])
+    error = retired or field_error(stored)
+    cfg = None if error else Config(**{**stored, 'device': device})
+    error = error or config_error(cfg)
     if error:
         raise ValueError(f"{path}: its stored configuration is not one this unseen.py trains ({error})")
+    weights, model = ck['model'], make_model(cfg)
+    want = model.state_dict()
+    odd = sorted(set(weights) ^ set(want))
     if odd:
         raise ValueError(f"{path}: its weights do not fit its stored configuration ({odd[0]} is "
                          f"{'in the weights, not in the model' if odd[0] in weights else 'missing'}): "
                          "edited?")
+    shaped = next((k for k, w in want.items() if not torch.is_tensor(weights[k]) or weights[k].shape != w.shape),
+                  None)
+    if shaped:
+        held = list(weights[shaped].shape) if torch.is_tensor(weights[shaped]) else type(weights[shaped]).__name__
+        raise ValueError(f"{path}: its weights {shaped} are {held}, its stored configuration makes them "
+                         f"{list(want[shaped].shape)}: edited?")
+    damaged = digest(weights) != ck['digest']
+    model.load_state_dict(weights)
+    try:
+        model(torch.zeros(1, 2, dtype=torch.long, device=device))
+    except Exception as e:   # a configuration edited into one the weights fit but the model cannot run
+        raise ValueError(f"{path}: its model does not run ({type(e).__name__}): edited?") from e
     bad = next((k for k, v in model.state_dict().items() if v.is_floating_point() and not v.isfinite().all()),
                None)
     if bad:
@@ -1492,6 +1635,10 @@ def solve_problems(model, vocab, cfg, numbered, path, n_show=5):
             raise ValueError(f'{path}, line {line}: too long: {len(ids)} tokens, this model reads at '
                              f'most {cfg.block_size()}')
     problems = [p for _, p in numbered]
+    typed = [(line, p.how['normalised']) for line, p in numbered if p.how and 'normalised' in p.how]
+    if typed:
+        print(f"note: {len(typed)} of {len(problems)} problems read as Unicode normalises them (NFKC: look-alikes "
+              f"are one name; line {typed[0][0]}: {', '.join(f'{a} -> {b}' for a, b in typed[0][1].items())})")
     if renamed:
         line, mine = renamed[0]
         print(f"note: {len(renamed)} of {len(problems)} problems use names new to this model, written as "
@@ -1554,560 +1701,6 @@ def evaluate_to(model, vocab, cfg, args, rows):
     mistakes(model, vocab, args.unseen, predictions)
     plot_rows(model, cfg, vocab, rows)
     print(f"\nwrote {rows} (evaluated in {duration(time.time() - t0)})")
-
-# -----------------------------------------------------------------------------
-# worker processes: runs side by side, one per core (--grid, its fine-tuning contrast, --bench)
-
-
-def worker(conn, fn):
-    """A worker process: fn(*job) for each job through `conn`, with one torch thread, the result (or the
-    error) sent back. Signals are the main process's to handle; the main process gone, the worker ends."""
-    if sys.platform.startswith('linux'):      # PR_SET_PDEATHSIG: killed with the main process, even mid-job
-        import ctypes
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)
-        if os.getppid() == 1:                 # the main process died before that line
-            return
-    torch.set_num_threads(1)
-    while True:
-        try:
-            job = pickle.loads(conn.recv_bytes())
-        except EOFError:
-            return
-        try:
-            result = (True, fn(*job))
-        except Exception as e:
-            result = (False, f'{type(e).__name__}: {e}')
-        try:                                  # tensors as bytes, not shared memory tied to this process
-            conn.send_bytes(pickle.dumps(result))
-        except OSError:                       # the main process stopped (kill, Ctrl-C): no one to tell
-            return
-
-
-def in_workers(fn, jobs, workers):
-    """Yield (i, fn(*jobs[i])) as each job finishes, `workers` spawned processes at a time, a pipe each (a
-    worker killed mid-job locks no shared queue); whatever stops the main process kills them all."""
-    ctx = mp.get_context('spawn')
-    waiting, started, idle, busy = list(enumerate(jobs)), [], [], {}
-    stops = [getattr(signal, name) for name in ('SIGINT', 'SIGTERM', 'SIGHUP') if hasattr(signal, name)]
-    try:
-        handlers = [signal.signal(s, signal.SIG_IGN) for s in stops]   # children inherit them ignored, from
-        try:                                                           # their first instruction on
-            for _ in range(min(workers, len(jobs))):
-                here, there = ctx.Pipe()
-                process = ctx.Process(target=worker, args=(there, fn))
-                started.append(process)
-                process.start()
-                there.close()
-                idle.append((here, process))
-        finally:
-            for s, handler in zip(stops, handlers):
-                signal.signal(s, handler)
-        while waiting or busy:
-            while waiting and idle:
-                conn, process = idle.pop()
-                i, job = waiting.pop(0)
-                conn.send_bytes(pickle.dumps(job))
-                busy[conn] = (i, process)
-            for conn in wait(list(busy)):
-                i, process = busy.pop(conn)
-                try:
-                    ok, value = pickle.loads(conn.recv_bytes())
-                except (EOFError, OSError):
-                    process.join()
-                    ok, value = False, f'a worker process died (exit code {process.exitcode})'
-                if not ok:
-                    raise RuntimeError(value)
-                idle.append((conn, process))
-                yield i, value
-    finally:
-        for process in started:
-            if process.pid is not None:
-                process.kill()
-                process.join()
-
-
-# -----------------------------------------------------------------------------
-# --grid: the paper's table, every configuration it compares on the same problems and budget
-
-
-# one setting for every row: the demo's task and training on derivations of depth 1-2, 4 layers of 4 heads,
-# chains as drawn, the demo's earlier problem sizes, 3000 steps, the last weights (a seed of every row:
-# about 108 min on 2 CPU cores); --quick, for a class: six rows, one seed, 1000 steps. Rows differ only in
-# the paper's switches (grid_rows).
-GRID = dict(n_symbols=5000, max_depth=2, n_layer=4, n_head=4, balance=False, max_facts=4, max_dead=3,
-            max_side=2, steps=3000, eval_every=500, eval_n=500, ema=0.0)
-GRID_QUICK = dict(GRID, steps=1000, eval_n=300)
-GRID_FORGET_EVERY = 100                          # resets every K steps: all through, or until halfway
-GRID_EMB_LR = 0.1                                # ... with the names' rows at a tenth of the rate (--emb-lr)
-GRID_POOLS = (250, 500, 1000, 2000)              # smaller training pools than GRID's: the diversity curve
-GRID_FILE_MAX = 64 << 20                         # grid_runs.jsonl: far beyond what a grid writes
-GRID_FT = (1500, 50)                             # fine-tuning: most steps, evaluate every
-GRID_FT_QUICK = (300, 50)                        # (--quick)
-
-
-def grid_rows(base, quick=False, only=None):
-    """(label, config) for every row of the table; `quick`: six of them; `only`: rows whose label holds it."""
-    if only:
-        return [(label, cfg) for label, cfg in grid_rows(base, quick) if only in label]
-    c = lambda **kw: replace(base, **kw)
-    forget, N = dict(forget_every=GRID_FORGET_EVERY, emb_lr=GRID_EMB_LR), base.steps // 2
-    copy_attn, pointer = dict(copy_attn=True), dict(copy_attn=True, copy_form='pointer')
-    rows = [c(), c(identity=False),                                  # what the identity terms buy
-            c(**copy_attn), c(**pointer),                            # copy attention alone, both forms
-            c(freeze_emb=True), c(freeze_emb=True, **copy_attn),     # frozen (un)embeddings
-            c(freeze_unused=True),                                   # only the never-target rows frozen
-            c(**forget), c(**forget, **copy_attn),                   # resets all through training
-            c(**forget, forget_until=N),                             # temporary forgetting
-            c(**forget, forget_until=N, **pointer),
-            c(tie_emb=False)]
-    if quick:   # the collapse, the paper's fixes, the practitioner's row
-        rows = [c(), c(**copy_attn), c(freeze_emb=True), c(freeze_emb=True, **copy_attn),
-                c(freeze_unused=True), c(**forget)]
-        return [(run_name(r), r) for r in rows]
-    pools = [(f'{run_name(r)}, {n} symbols', replace(r, n_symbols=n))       # diversity: fewer training names
-             for n in GRID_POOLS for r in (c(), c(freeze_emb=True))]
-    return [(run_name(r), r) for r in rows] + pools
-
-
-def mean_range(xs, fmt):
-    """'mean (min-max)' over seeds."""
-    m = sum(xs) / len(xs)
-    return fmt(m) if len(xs) == 1 else f"{fmt(m)} ({fmt(min(xs))}-{fmt(max(xs))})"
-
-
-def grid_table(results, base):
-    pct = lambda v: f"{100 * v:.1f}"
-    avg = lambda rs, key: sum(r[key] for r in rs) / len(rs)
-    mean = lambda rs, key: 100 * avg(rs, key)
-    tf = lambda rs, s: f"{mean(rs, s + '_T'):.0f} / {mean(rs, s + '_F'):.0f}"
-    lines = [f"| configuration ({base.n_symbols} training symbols unless named) | none | query | "
-             "query T / F | all | all T / F | held-out shapes, training / unseen names | unseen-row cosine | "
-             "row norm, unseen / training | wall (s) |", '|---' * 10 + '|']
-    for label in dict.fromkeys(r['row'] for r in results):
-        rs = [r for r in results if r['row'] == label]
-        cells = [mean_range([r['none'] for r in rs], pct)]
-        for s in ('query', 'all'):
-            cells += [mean_range([r[s] for r in rs], pct), tf(rs, s)]
-        cells += [f"{mean(rs, 'held_none'):.1f} / {mean(rs, 'held_all'):.1f}",
-                  mean_range([r['cos_unseen'] for r in rs], cos_str),
-                  f"{avg(rs, 'norm_unseen'):.2f} / {avg(rs, 'norm_train'):.2f}",
-                  mean_range([r['wall'] for r in rs], lambda v: f"{v:.0f}")]
-        lines.append(f"| {label} | " + ' | '.join(cells) + ' |')
-    return '\n'.join(lines)
-
-
-def grid_curves(results):
-    """Every row's exact match with every name unseen at each evaluation, mean over seeds (%)."""
-    labels = list(dict.fromkeys(r['row'] for r in results if r['curve']))
-    steps = sorted({p[0] for r in results for p in r['curve']})
-    lines = ['| configuration | ' + ' | '.join(f'step {s}' for s in steps) + ' |',
-             '|---' * (len(steps) + 1) + '|']
-    for label in labels:
-        at = lambda s: [p[1] for r in results if r['row'] == label for p in r['curve'] if p[0] == s]
-        lines.append(f'| {label} | ' + ' | '.join(f'{100 * sum(at(s)) / len(at(s)):.1f}' if at(s) else '-'
-                                                 for s in steps) + ' |')
-    return '\n'.join(lines)
-
-
-def diversity_plot(results, path, title):
-    """Exact match with every name unseen and the unseen rows' cosine against the training pool's size."""
-    plt = pyplot()
-    fig, (acc, cos) = plt.subplots(1, 2, figsize=(10, 4))
-    for name in ('standard', 'freeze-emb'):
-        runs = [r for r in results if r['row'].split(',')[0] == name]
-        pools = sorted({r['config']['n_symbols'] for r in runs})
-        mean = lambda key, n: sum(r[key] for r in runs if r['config']['n_symbols'] == n) / \
-            sum(r['config']['n_symbols'] == n for r in runs)
-        acc.plot(pools, [100 * mean('all', n) for n in pools], 'o-', label=name)
-        cos.plot(pools, [mean('cos_unseen', n) for n in pools], 'o-', label=name)
-    acc.set(ylabel='exact match, every name unseen (%)', ylim=(0, 100))
-    cos.set(ylabel='unseen rows: mean pairwise cosine', ylim=(-0.05, 1.05))
-    pools = sorted({r['config']['n_symbols'] for r in results})
-    for ax in (acc, cos):    # the pool sizes themselves on a log axis, no minor ticks
-        ax.set(xscale='log', xlabel='training names (pool size)', xticks=pools, xticklabels=pools)
-        ax.minorticks_off()
-    acc.legend()
-    fig.suptitle(title)
-    fig.tight_layout()
-    savefig(fig, path)
-    plt.close(fig)
-
-
-def grid_problems(base):
-    """What the grid trains on, in words: for its table, figure and first line."""
-    kind = 'problems of every shape' if base.layout == 'shapes' else 'the one layout'
-    return f'{kind}, depth 1-{base.max_depth}'
-
-
-def grid_plot(results, path, title):
-    plt = pyplot()
-    labels = list(dict.fromkeys(r['row'] for r in results))
-    fig, ax = plt.subplots(figsize=(10, 0.45 * len(labels) + 1.5))
-    for k, s in enumerate(logic_data.SCENARIOS):
-        vals = [[100 * r[s] for r in results if r['row'] == lab] for lab in labels]
-        mean = [sum(v) / len(v) for v in vals]
-        err = [[m - min(v) for m, v in zip(mean, vals)], [max(v) - m for m, v in zip(mean, vals)]]
-        ax.barh([i + (k - 1) * 0.27 for i in range(len(labels))], mean, height=0.27, xerr=err, label=s,
-                capsize=2)
-    ax.set_yticks(range(len(labels)), labels)
-    ax.invert_yaxis()
-    ax.set(xlabel='exact match (%), mean over seeds, bars: min to max', xlim=(0, 100), title=title)
-    ax.legend(title='unseen names', loc='upper left', bbox_to_anchor=(1.01, 1))   # outside: bars reach 100
-    fig.tight_layout()
-    savefig(fig, path)
-    plt.close(fig)
-
-
-def accuracy_keys():
-    """What the grid keeps of a run's last evaluation: each scenario's exact match, and on T and F."""
-    return [k for s in logic_data.SCENARIOS for k in (s, s + '_T', s + '_F')]
-
-
-def grid_job(job):
-    """One run of the grid, job = (label, config, keep the weights?), in a worker with one thread: the
-    matrices are too small to split well over cores, so one run per core gets more done (--bench)."""
-    label, cfg, keep = job
-    t = time.time()
-    model, vocab, history = train(cfg, log=lambda *a: None)
-    last = history[-1]
-    keys = [*accuracy_keys(), 'cos_unseen', 'norm_unseen', 'norm_train']     # the last evaluation's
-    shapes = evaluate_shapes(model, vocab, shape_sets(cfg, vocab), cfg.device)
-    held = held_out_mean(shapes)
-    result = dict(row=label, seed=cfg.seed, **{k: last[k] for k in keys}, held_none=held['none'],
-                  held_all=held['all'], wall=time.time() - t, config=asdict(cfg),
-                  curve=[[h['step'], h['all'], h['cos_unseen']] for h in history],   # for grid_curves
-                  **{k: last[k] for k in ('all_before_reset', 'cos_before_reset') if k in last})
-    return result, ({k: v.cpu() for k, v in model.state_dict().items()} if keep else None)
-
-
-def read_run(raw):
-    """One line of grid_runs.jsonl (bytes) as a finished run, or None where it is not a well-formed one."""
-    try:
-        r = json.loads(raw.decode('utf-8'))
-    except (ValueError, RecursionError):              # not UTF-8, not JSON, nested too deep
-        return None
-    numbers = ['cos_unseen', 'norm_unseen', 'norm_train', 'wall', *accuracy_keys(), 'held_none', 'held_all']
-    number = lambda v: type(v) in (int, float) and math.isfinite(v)
-    if not (isinstance(r, dict) and isinstance(r.get('row'), str) and type(r.get('seed')) is int
-            and isinstance(r.get('config'), dict) and all(number(r.get(k)) for k in numbers)
-            and isinstance(r.setdefault('curve', []), list)       # (none in a run of an earlier grid)
-            and all(isinstance(p, list) and len(p) == 3 and all(map(number, p)) for p in r['curve'])):
-        return None
-    r['config'], retired = current_config(r['config'])  # (a retired switch at another value: not this grid's)
-    return r if not retired and all(0 <= r[k] <= 1 for k in numbers[4:]) else None
-
-
-def saved_runs(path, wanted, left_out=()):
-    """--resume: the finished runs in `path` of this grid (`wanted`: {(row, seed): config}), {why: how
-    many} of the lines left aside, and {setting: (theirs, ours)} where its runs differ (refused)."""
-    runs, skipped, differ = {}, {}, {}
-    if not os.path.isfile(path):
-        return [], skipped, differ
-    if os.path.getsize(path) > GRID_FILE_MAX:
-        raise ValueError(f"{path} holds {os.path.getsize(path):,} bytes, far more than a grid writes "
-                         f"(at most {GRID_FILE_MAX:,}): not a grid's file")
-    with open(path, 'rb') as f:
-        lines = f.read().splitlines()
-    for raw in filter(bytes.strip, lines):
-        r = read_run(raw)
-        key = r and (r['row'], r['seed'])
-        if r is None:
-            why = 'damaged lines (half-written by a crash, or edited) left aside'
-        elif key not in wanted and r['row'] in left_out:
-            why = 'runs of rows that --rows leaves out, left in the file'
-        elif key not in wanted:
-            why = 'runs of rows or seeds not in this grid (another --seeds), left in the file'
-        elif r['config'] != wanted[key]:
-            theirs, ours = r['config'], wanted[key]
-            differ.update({k: (theirs.get(k), ours.get(k)) for k in {*theirs, *ours}
-                           if theirs.get(k) != ours.get(k)})
-            continue
-        else:
-            runs[key] = r
-            continue
-        skipped[why] = skipped.get(why, 0) + 1
-    return list(runs.values()), skipped, differ
-
-
-def settings_error(out, differ, flag='--resume'):
-    """The one line that refuses to resume runs trained with other settings, naming each."""
-    theirs_steps = differ.get('steps', (None,))[0]
-    quick = {GRID_QUICK['steps']: '--quick', GRID['steps']: 'no --quick'}.get(theirs_steps)
-    names = []
-    for k, (theirs, ours) in sorted(differ.items()):
-        if 'layout' in differ and k in LAYOUT_DEFAULTS['shapes'] and k not in GRID:
-            continue                                      # what the layout brings with it
-        if k in ('steps', 'eval_every', 'eval_n') and quick:
-            names.append(f"{quick} (this grid: {'no --quick' if quick == '--quick' else '--quick'})")
-        else:
-            name = '--' + k if k in ('layout', 'precision', 'device') else k
-            names.append(f"{name} {theirs} (this grid: {ours})")
-    return (f"{flag} {out}: its runs were trained with {', '.join(dict.fromkeys(names))}; give the "
-            "same settings to finish it, or another folder (its runs are kept as they are)")
-
-
-def grid_command(args, resume):
-    """The command that finishes this grid: every setting it was given, and --resume."""
-    given = [('--quick', args.quick), (f'--seeds {args.seeds}', args.seeds),
-             (f"--rows '{args.rows}'", args.rows),
-             (f'--layout {args.layout}', args.layout != 'shapes'),
-             (f'--device {args.device}', args.device != 'auto'),
-             (f'--precision {args.precision}', args.precision != 'auto')]
-    return ' '.join(['python unseen.py --grid', *[flag for flag, on in given if on], f'--resume {resume}'])
-
-
-def run_grid(base, seeds, out, workers, log=print, flag='--resume', quick=False, only=None, tag=''):
-    """Train every row with every seed, `workers` runs at a time, each appended to out/grid_runs.jsonl once
-    finished (runs already there are not trained again). Returns (results, the table, the seed-0 standard
-    model for the fine-tuning contrast). `only` (--rows): those rows alone; `tag`: the pictures' names end
-    with it."""
-    jobs = [(label, replace(cfg, seed=seed), label == 'standard' and seed == seeds[0])
-            for label, cfg in grid_rows(base, quick, only) for seed in seeds]
-    saved, weights_file = os.path.join(out, 'grid_runs.jsonl'), os.path.join(out, 'pretrained.pt')
-    # --resume: keep the finished runs of these very configurations (the weights too, for the one kept)
-    wanted = {(label, cfg.seed): json.loads(json.dumps(asdict(cfg))) for label, cfg, _ in jobs}
-    left_out = {label for label, _ in grid_rows(base, quick)} - {label for label, _, _ in jobs}
-    results, skipped, differ = saved_runs(saved, wanted, left_out)
-    if differ:
-        raise ValueError(settings_error(out, differ, flag))
-    if not os.path.isfile(saved):
-        open(saved, 'w').close()         # there from the start, for --resume
-    pretrained, kept = None, next(((label, cfg) for label, cfg, keep in jobs if keep), None)
-    try:
-        if kept:
-            pretrained = torch.load(weights_file)
-            make_model(kept[1], pretrained)                          # of this very configuration
-    except Exception:   # none, damaged, or another model's: the run whose weights fine-tuning needs, again
-        if any((r['row'], r['seed']) == (kept[0], kept[1].seed) for r in results):
-            why = 'unreadable or of another model' if os.path.exists(weights_file) else 'missing'
-            skipped[f'{weights_file} {why}: the {kept[0]} run (seed {kept[1].seed}) trained again, for '
-                    'the fine-tuning contrast that starts from its weights'] = 1
-        results = [r for r in results if (r['row'], r['seed']) != (kept[0], kept[1].seed)]
-    done_before = {(r['row'], r['seed']) for r in results}
-    todo = [(job,) for job in jobs if (job[0], job[1].seed) not in done_before]
-    if results or skipped:
-        log(f"resuming: {len(jobs) - len(todo)} of {len(jobs)} runs already in {saved}"
-            + ''.join(f"; {n} {why}" for why, n in skipped.items()))
-    with open(saved, 'rb+') as f:        # a line half-written by a crash must not swallow the next one
-        size = f.seek(0, os.SEEK_END)
-        if size and f.seek(size - 1) >= 0 and f.read(1) != b'\n':
-            f.write(b'\n')
-    for _, (result, weights) in in_workers(grid_job, todo, workers):
-        if weights is not None:
-            pretrained = weights
-            with whole(weights_file) as part:
-                torch.save(weights, part)
-        with open(saved, 'a') as f:
-            f.write(json.dumps(result) + '\n')
-        results.append(result)
-        new = results[len(done_before):]                 # trained in this call: the time estimate
-        done = len(jobs) - len(todo) + len(new)
-        left = sum(r['wall'] for r in new) / len(new) * (len(jobs) - done) / workers
-        accs = ' '.join(f"{s} {acc_str(result, s)}" for s in logic_data.SCENARIOS)
-        log(f"[{done:2d}/{len(jobs)}] {result['row']:<40} seed {result['seed']} | {accs} | "
-            f"cos unseen {cos_str(result['cos_unseen'])} | {result['wall']:4.0f} s | "
-            f"about {left / 60:4.1f} min left")
-    order = {(label, cfg.seed): i for i, (label, cfg, _) in enumerate(jobs)}
-    results.sort(key=lambda r: order[r['row'], r['seed']])
-    cfg = next((cfg for label, cfg, keep in jobs if keep), None)
-    model = cfg and make_model(cfg, pretrained)
-    grid_plot(results, os.path.join(out, f'grid{tag}.png'), f'{len(seeds)} seed(s) per row, {base.steps} '
-              f'steps, {grid_problems(base)},\n{base.n_symbols} training symbols unless named')
-    diversity_plot(results, os.path.join(out, f'diversity{tag}.png'), f'diversity: {len(seeds)} seed(s) per '
-                   f'point, {base.steps} steps, {grid_problems(base)}')
-    return results, grid_table(results, base), cfg and (model, logic_data.Vocab(cfg.n_symbols), cfg)
-
-
-def main_grid(args, argv):
-    t0 = time.time()
-    base = Config(**(GRID_QUICK if args.quick else GRID), layout=args.layout, **hardware(args))
-    device = base.device
-    seeds = list(range(args.seeds or (1 if args.quick else 2)))
-    out = args.resume or args.out or os.path.join('runs', time.strftime('%Y%m%d-%H%M%S_') +
-                                                  ('grid-quick' if args.quick else 'grid') +
-                                                  ('' if base.layout == 'shapes' else '-' + base.layout))
-    writable(out, '--resume' if args.resume else '--out')
-    command = ' '.join(['python', 'unseen.py'] + (sys.argv[1:] if argv is None else argv))
-    rows = grid_rows(base, args.quick, args.rows)
-    tag = '' if args.rows is None else '-rows'     # a selection's table and pictures never replace the grid's
-    workers = (os.cpu_count() or 1) if device == 'cpu' else 1
-    print(f"grid: {len(rows)} configurations x {len(seeds)} seed(s), {base.steps} steps each, "
-          f"{grid_problems(base)}, {base.n_symbols} training symbols unless named, {device} in "
-          f"{base.precision}, {workers} run(s) at a time; writing to {out}")
-    try:
-        flag = '--resume' if args.resume else '--out'
-        results, table, trained = run_grid(base, seeds, out, workers, flag=flag, quick=args.quick,
-                                           only=args.rows, tag=tag)
-        ft_steps, ft_every = (GRID_FT_QUICK if args.quick else GRID_FT)
-        print('\n' + table + '\n')
-        if trained is None:     # --rows without the standard model: no fine-tuning contrast
-            ft, ft_table = None, '(no fine-tuning contrast: --rows left out the standard model)'
-        else:
-            model, vocab, cfg = trained
-            print(f"fine-tuning contrast: the standard model (seed {seeds[0]}, its unseen rows at cosine "
-                  f"{rows_stats(model, vocab)['cos_unseen']:.2f}) fine-tuned on problems in unseen symbols, "
-                  f"up to {ft_steps} steps, from collapsed, fresh and copied unseen rows ...")
-            ft, ft_table = finetune_contrast(model, vocab, cfg, ft_steps, ft_every, workers,
-                                             os.path.join(out, f'finetune{tag}.png'))
-    except KeyboardInterrupt:
-        sys.exit(f"error: interrupted; the finished runs are kept in {out}; to finish: "
-                 f"{grid_command(args, out)}")
-    except (ValueError, OSError, RuntimeError) as e:   # a resume refused, a file unreadable, a worker lost
-        sys.exit(f"error: {e}")
-    wall = time.time() - t0
-    with whole(os.path.join(out, f'grid{tag}.md')) as part, open(part, 'w') as f:
-        f.write(f"`{command}`: {len(seeds)} seed(s) per row, mean (min-max); {base.steps} steps, "
-                f"{grid_problems(base)}, {device} in {base.precision}; total wall {wall / 60:.1f} min\n\n"
-                f"{table}\n\nExact match with every name unseen at each evaluation (mean over seeds, %):\n\n"
-                f"{grid_curves(results)}\n\nFine-tuning contrast (standard, seed {seeds[0]}, "
-                f"evaluated every {ft_every} steps):\n\n{ft_table}\n")
-    with whole(os.path.join(out, f'grid{tag}.json')) as part, open(part, 'w') as f:
-        json.dump(dict(command=command, results=results, finetune=ft, wall=wall), f, indent=1)
-    print(f"\n{ft_table}\n\ntotal wall {wall / 60:.1f} min; "
-          f"wrote {out}/grid{tag}.md, grid{tag}.json, grid{tag}.png, diversity{tag}.png"
-          f"{f', finetune{tag}.png' if ft else ''}")
-
-# -----------------------------------------------------------------------------
-# --grid, then: the standard model fine-tuned on problems in its unseen names, from collapsed, fresh or
-# copied rows (theory_demo.py --finetune does it on a real checkpoint)
-
-
-@torch.no_grad()
-def set_unseen_rows(model, vocab, rows):
-    """The unseen symbols' (un)embedding rows at the start of fine-tuning (see `finetune_small`)."""
-    unseen, seen = torch.tensor(vocab.unseen_ids), torch.tensor(vocab.train_ids)
-    for w in model.embeddings():
-        w.requires_grad_(True)     # fine-tuning trains everything, a frozen model's (un)embeddings too
-        if rows == 'fresh':
-            norm = w[seen].norm(dim=1).mean()
-            w[unseen] = F.normalize(torch.randn(len(unseen), w.size(1)), dim=1).to(w) * norm
-        elif rows == 'copied':
-            pick = torch.randperm(len(seen))[:len(unseen)] if len(seen) >= len(unseen) else \
-                torch.randint(len(seen), (len(unseen),))      # a pool smaller than the unseen one: repeats
-            w[unseen] = w[seen[pick]]
-        elif rows != 'collapsed':
-            raise ValueError(f'unknown rows {rows!r}')
-    return model
-
-
-def finetune_small(model, vocab, cfg, rows, max_steps, eval_every, target=0.9):
-    """Fine-tune a trained model on problems in the unseen symbols, its unseen rows `collapsed` (as trained),
-    `fresh` (random, of the training rows' norm) or `copied` (from training rows). Returns (steps until it
-    solves `target` of the 'all' test problems or None, history [(step, accuracy)])."""
-    torch.manual_seed(cfg.seed)
-    model = set_unseen_rows(copy.deepcopy(model).train(), vocab, rows)
-    ft = replace(cfg, freeze_emb=False, freeze_unused=False, forget_every=0, curriculum=0, steps=max_steps,
-                 warmup=0)
-    optimizer = make_optimizer(model, ft)
-    test = {'all': eval_sets(cfg, vocab)['all']}
-    data = batches(random.Random(cfg.seed + 1), ft, vocab, names=vocab.unseen_names)
-    history = []
-    for step in range(max_steps + 1):
-        if step % eval_every == 0 or step == max_steps:
-            history.append((step, evaluate(model, vocab, test, cfg.device)['all']))
-            if history[-1][1] >= target:
-                return step, history
-            if step == max_steps:
-                return None, history
-        set_lr(optimizer, ft, step)
-        train_step(model, optimizer, *next(data))
-
-
-def finetune_small_job(weights, cfg, rows, max_steps, eval_every):
-    """`finetune_small` in a worker process (`in_workers`)."""
-    return finetune_small(make_model(cfg, weights), logic_data.Vocab(cfg.n_symbols), cfg, rows, max_steps,
-                          eval_every)
-
-
-def finetune_contrast(model, vocab, cfg, max_steps, eval_every, workers, path):
-    """The three starting rows side by side, their curves drawn to `path`. Returns (results, the table)."""
-    starts = ('collapsed', 'fresh', 'copied')
-    weights = {k: v.cpu() for k, v in model.state_dict().items()}
-    jobs = [(weights, cfg, rows, max_steps, eval_every) for rows in starts]
-    ft = {starts[i]: result for i, result in sorted(in_workers(finetune_small_job, jobs, workers))}
-    ft = {rows: dict(steps_to_90=steps, history=history) for rows, (steps, history) in ft.items()}
-    first = lambda h, level: next((f'{step}' for step, acc in h if acc >= level), f'> {max_steps}')
-    table = '\n'.join(
-        ['| unseen rows at the start | steps to 50% | steps to 90% | accuracy when it stopped |',
-         '|---' * 4 + '|'] + [f"| {k} | {first(v['history'], 0.5)} | {first(v['history'], 0.9)} | "
-                              f"{100 * v['history'][-1][1]:.1f}% |" for k, v in ft.items()])
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for rows, v in ft.items():
-        ax.plot(*zip(*[(step, 100 * acc) for step, acc in v['history']]), label=f'{rows} rows')
-    ax.axhline(90, color='gray', lw=0.5, ls='--')
-    ax.set(xlabel='fine-tuning step', ylabel='exact match, all names unseen (%)', ylim=(-2, 102),
-           title='fine-tuning on problems in unseen symbols')
-    ax.legend(title='unseen (un)embeddings start as')
-    fig.tight_layout()
-    savefig(fig, path)
-    plt.close(fig)
-    return ft, table
-
-# -----------------------------------------------------------------------------
-# --bench: what makes the training loop fast on this machine
-
-
-def timed_steps(cfg, steps, group=True, threads=None):
-    """(input tokens, FLOPs, seconds) of `steps` training steps of a fresh model, after 5 to warm up."""
-    if threads:
-        torch.set_num_threads(threads)
-    keep_freed_memory()
-    vocab = logic_data.Vocab(cfg.n_symbols)
-    model = make_model(cfg)
-    optimizer = make_optimizer(model, cfg)
-    if cfg.compile:
-        compile_blocks(model)
-    data = batches(random.Random(cfg.seed), cfg, vocab, ahead=8 if group else 1)
-    tokens = flops = 0
-    for step in range(5 + steps):
-        if step == 5:
-            tokens, flops, t0 = 0, 0, time.time()
-        set_lr(optimizer, cfg, step)
-        x, y = next(data)
-        tokens += (x != vocab.pad).sum().item()
-        flops += step_flops(cfg, *x.shape, (y != -1).sum().item(), len(vocab))
-        train_step(model, optimizer, x, y)
-    return tokens, flops, time.time() - t0
-
-
-def bench(cfg, steps=40, rounds=2, log=print):
-    """The training loop at full problems, as written and with each speed lever: ms a step, tokens/s, GFLOP/s
-    and the share of this machine's own matmul rate (nanoGPT's MFU), the best of `rounds`. The last row is
-    what --grid does: one run per core, one thread each."""
-    n, b = os.cpu_count() or 1, cfg.batch_size
-    variants = [('float32, as written', dict(precision='fp32', compile=False), {}),
-                ('float32, attention and MLP compiled', dict(precision='fp32', compile=True), {})]
-    if cfg.precision == 'bf16':   # (where --precision auto picks it, or asked for: emulated, it is slow)
-        variants += [('bfloat16 autocast, as written', dict(precision='bf16', compile=False), {}),
-                     ('bfloat16 autocast, attention and MLP compiled', dict(precision='bf16', compile=True),
-                      {})]
-    variants.append((f'{cfg.precision}, {n} runs side by side, 1 thread each', dict(), dict(parallel=n)))
-    variants = variants[:None if cfg.device == 'cpu' else -1]   # side by side: a CPU matter
-    best = [None] * len(variants)
-    for r in range(rounds):
-        for i, (name, over, kw) in enumerate(variants):
-            c = replace(cfg, curriculum=0, **over)   # every depth: the full problems
-            if 'parallel' in kw:
-                jobs = [(replace(c, seed=k), steps, True, 1) for k in range(n)]
-                runs = [r for _, r in in_workers(timed_steps, jobs, n)]
-                t = max(s for _, _, s in runs)
-                tokens, flops = sum(r[0] for r in runs), sum(r[1] for r in runs)
-                ms = 1000 * t / steps                         # a step of each, side by side
-            else:
-                tokens, flops, t = timed_steps(c, steps)
-                ms = 1000 * t / steps
-            rate = matmul_rate(c)
-            row = (ms, tokens / t, flops / t / 1e9, flops / t / rate, rate / 1e9)   # (all cores' rate)
-            best[i] = row if best[i] is None or row[1] > best[i][1] else best[i]
-            log(f"round {r + 1}/{rounds}: {name:<45} {ms:6.0f} ms a step {tokens / t:9,.0f} tokens/s "
-                f"{row[2]:6.1f} GFLOP/s {row[3]:4.0%} of matmul peak")
-    lines = [f"| training loop ({run_name(cfg)}, {cfg.n_symbols} symbols, batch {b}, {cfg.device}) "
-             "| ms a step | tokens/s | GFLOP/s | matmul peak (GFLOP/s) | share of peak |",
-             '|---|---|---|---|---|---|']
-    lines += [f"| {name} | {ms:.0f} | {tok:,.0f} | {gf:.1f} | {peak:.0f} | {share:.0%} |"
-              for (name, _, _), (ms, tok, gf, share, peak) in zip(variants, best)]
-    return '\n'.join(lines)
 
 # -----------------------------------------------------------------------------
 # the command line: its flags, and the checks every configuration passes (a stored one too)
@@ -2217,20 +1810,12 @@ def parse_args(argv=None):
       "steps or more")
     a('--out', default=None, help='output folder; %(default)s: runs/<time>_<switches>')
     a('--ask', metavar='TEXT', help="solve one problem, e.g. 'u1 . u1 -> u2 . ? u2', with --ckpt (a name "
-      "holds letters, digits and _; premises are separated by spaces)")
+      "holds letters with their marks, digits and _, in any script, read as Unicode normalises it (NFKC); "
+      "premises are separated by spaces)")
     a('--problems', metavar='FILE', help='with --ckpt: solve every problem in FILE (one per line: the text '
       'form, or JSON lines from logic_data.py --jsonl)')
     a('--ckpt', metavar='PATH', help='a checkpoint of a training run: evaluate it on its test sets, or '
       'solve one problem with --ask, or a file with --problems')
-    a('--grid', action='store_true', help="train every configuration of the paper's table and run the "
-      'fine-tuning contrast (3 h 37 min on 2 CPU cores, one seed 108 min)')
-    a('--quick', action='store_true', help='with --grid: six rows, one seed, 1000 steps (about 10 min)')
-    a('--seeds', type=int, default=None, help='with --grid: seeds per row (default 2, 1 with --quick)')
-    a('--resume', metavar='DIR', help='with --grid: finish the grid in DIR, training only the runs it does '
-      'not have')
-    a('--rows', metavar='TEXT', help="with --grid: only the rows whose name holds TEXT (to grid-rows.md)")
-    a('--bench', action='store_true', help="time the training step for each speed lever, against this "
-      "machine's own matmul rate")
     args = p.parse_args(argv)
     check_args(p, args)
     return args
@@ -2240,32 +1825,13 @@ def check_args(p, args):
     """Every way the switches can contradict each other or measure nothing, each a one-line argparse error."""
     d, flag = Config(), lambda k: '--' + k.replace('_', '-')
     given = lambda names: [flag(k) for k in names if getattr(args, k) != p.get_default(k)]
-    grid_flags = ('quick', 'seeds', 'resume', 'rows', 'layout', 'device', 'precision', 'out')
-    on_grid = given(k for k in vars(args) if k not in ('grid', *grid_flags))
-    on_bench = given(('unseen', 'steps', 'curriculum', 'eval_every', 'eval_n', 'precision', 'out', 'ask',
-                      'ckpt'))
     on_ckpt = given(k for k in vars(args) if k not in ('ckpt', 'ask', 'problems', 'unseen', 'device', 'out'))
     on_answer = given(('unseen', 'out'))
     mps = getattr(torch.backends, 'mps', None) and torch.backends.mps.is_available()
-    empty = [flag(k) for k in ('ckpt', 'out', 'problems', 'resume') if getattr(args, k) is not None
+    empty = [flag(k) for k in ('ckpt', 'out', 'problems') if getattr(args, k) is not None
              and not getattr(args, k).strip()]
     problems = [
         (empty, f"{' '.join(empty)}: an empty path (give a file or folder name)"),
-        (args.grid and on_grid, f"--grid trains its own configurations; it cannot take {' '.join(on_grid)} "
-                                f"(only {', '.join(map(flag, grid_flags))})"),
-        (args.bench and on_bench, '--bench times every precision for a fixed number of steps and writes '
-                                  f"nothing; it cannot take {' '.join(on_bench)}"),
-        ((args.quick or args.seeds is not None or args.resume or args.rows is not None)
-         and not args.grid, '--quick, --seeds, --resume and --rows go with --grid'),
-        (args.rows is not None and not args.rows.strip(),
-         "--rows '': give the text of the rows' names to run again (e.g. --rows forget)"),
-        (args.grid and args.rows is not None and not grid_rows(Config(**GRID), args.quick, args.rows),
-         f"--rows {args.rows!r}: no row of the grid{' --quick' if args.quick else ''} has that in its name"),
-        (args.resume and not os.path.isfile(os.path.join(args.resume, 'grid_runs.jsonl')),
-         f'--resume {args.resume}: no grid_runs.jsonl there (not a grid folder)'),
-        (args.resume and args.out and args.out != args.resume,
-         '--resume DIR writes into DIR; leave out --out'),
-        (args.seeds is not None and not 1 <= args.seeds <= 100, '--seeds must be 1 to 100'),
         (args.ask is not None and not args.ckpt,
          '--ask needs --ckpt PATH (a checkpoint written by a training run)'),
         (args.problems is not None and not args.ckpt,
@@ -2373,7 +1939,6 @@ def config_error(c):
                 f'training step would hold about {memory / 1e9:.0f} GB; use a smaller --batch-size or model')
     return None
 
-
 if __name__ == '__main__':
     if sys.stdout is None:        # started with its output closed (`>&-`): nothing it printed would be seen
         sys.exit('error: no standard output (it is closed); give the run somewhere to print')
@@ -2381,9 +1946,11 @@ if __name__ == '__main__':
     logic_data.stop_on_signals()
     try:
         main()
+    except Stopped as e:      # a signal: its one line, and gone now, not after a compile in flight ends
+        end_now(e.code)
     except BrokenPipeError:   # `| head`: the reader has gone; stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except KeyboardInterrupt:  # outside training and the grid (they say what they kept): --ckpt, start-up
+    except KeyboardInterrupt:  # outside training (it says what it kept): --ckpt, start-up
         sys.exit('error: interrupted')
     except OSError as e:       # the output on a full disk (> /dev/full), after training's own checks
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

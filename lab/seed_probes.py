@@ -2,7 +2,7 @@
 once, judged with its last weights and with moving averages of them. A lab tool, not the project: run from the
 repository's root as
 
-    OMP_NUM_THREADS=1 PYTHONPATH=. python docs/seed_probes.py runs.jsonl --unseen all --freeze-emb --seed 0
+    OMP_NUM_THREADS=1 python lab/seed_probes.py runs.jsonl --unseen all --freeze-emb --seed 0
 
 It appends one JSON line per set of weights to runs.jsonl: the last weights ('last') and, for each decay in
 EMA (default 0.99,0.995), an exponential moving average of the weights kept from step 0 (p_avg <- p_avg +
@@ -16,9 +16,10 @@ import os
 import sys
 import time
 
-import torch
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # unseen.py's folder
+import torch                                                 # noqa: E402
 
-import unseen as U
+import unseen as U  # noqa: E402
 
 DECAYS = [float(d) for d in os.environ.get('EMA', '0.99,0.995').split(',') if d]
 
@@ -64,4 +65,7 @@ def main(out, argv):
 
 
 if __name__ == '__main__':
+    if len(sys.argv) < 2 or sys.argv[1] in ('-h', '--help') or sys.argv[1].startswith('-'):
+        print(__doc__.strip() + "\n\nusage: python lab/seed_probes.py RUNS.jsonl [unseen.py's training flags]")
+        sys.exit(0 if sys.argv[1:2] in (['-h'], ['--help']) else 'error: give the file to append to first')
     main(sys.argv[1], sys.argv[2:])

@@ -1,5 +1,5 @@
 """Issue 57's probes (docs/experiments.md): unseen.py with one change, chosen by environment variables. A lab
-tool, not the project: run from the repository's root as `CHAIN=known PYTHONPATH=. python docs/chain_probes.py
+tool, not the project: run from the repository's root as `CHAIN=known python lab/chain_probes.py
 --unseen all --freeze-emb --steps 3000 --eval-every 500 --seed 0`.
   CHAIN=heads    today's chain of thought (the derived atoms, then T/F)
   CHAIN=known    the facts restated first, then the derived atoms: what is known is one stretch after ':'
@@ -39,10 +39,11 @@ import os
 import random
 import sys
 
-import torch
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # unseen.py's folder
+import torch                                                 # noqa: E402
 
-import logic_data
-import unseen
+import logic_data  # noqa: E402
+import unseen  # noqa: E402
 
 CHAIN = os.environ.get('CHAIN', 'heads')
 JITTER = int(os.environ.get('JITTER', '0'))
@@ -267,4 +268,6 @@ if CHAIN != 'heads':
 if __name__ == '__main__':
     print(f'probe: CHAIN={CHAIN} JITTER={JITTER} BALANCE={BALANCE} LOGN={LOGN} PREFIX={PREFIX} MARK={MARK} '
           f'LOSSW={LOSSW} RULELESS={RULELESS}', flush=True)
+    if any(a in ('-h', '--help') for a in sys.argv[1:]):
+        print(__doc__.strip() + "\n\nThe rest of the command line is unseen.py's:\n")
     unseen.main(sys.argv[1:])

@@ -1,0 +1,483 @@
+"""The paper's table as cells: every configuration it compares, on the same problems and budget.
+
+One cell is one (row, seed) training run, or the fine-tuning contrast; each is a command of its own that writes
+one JSON file into the grid's folder (cells/) and nothing else, so any engine that runs a list of commands runs
+the grid, and a restart re-runs only the cells whose file is missing:
+
+    python lab/grid.py --quick                        # every missing cell here (a process each), then the table
+    python lab/grid.py --quick --cells | xargs -P 2 -I{} sh -c '{}'        # the same cells, by xargs
+    python lab/grid.py --quick --cells | parallel -j 2                     # ... by GNU parallel
+    python lab/grid.py --quick --table runs/grid-quick                    # the table of whatever cells are there
+
+Every cell trains with one thread (the matrices are too small to split well over cores: lab/bench.py), so a
+cell's figures are the same whichever engine ran it. The full grid: 20 rows x 2 seeds, about 3.6 h on 2 cores.
+"""
+import argparse
+import concurrent.futures
+import copy
+import json
+import os
+import random
+import re
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import asdict, replace
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # unseen.py's folder
+import torch                                                   # noqa: E402
+import torch.nn.functional as F                                # noqa: E402
+
+import logic_data                                              # noqa: E402
+from unseen import (Config, batches, cos_str, current_config, eval_sets, evaluate, evaluate_shapes,  # noqa: E402
+                    field_error,
+                    hardware, held_out_mean, make_optimizer, pyplot, rows_stats, run_name, savefig, set_lr,
+                    shape_sets, train, train_step, whole, acc_str)
+
+# one setting for every row: the demo's task and training on derivations of depth 1-2, 4 layers of 4 heads,
+# chains as drawn, the demo's earlier problem sizes, 3000 steps, the last weights; --quick, for a class: six
+# rows, one seed, 1000 steps. Rows differ only in the paper's switches (grid_rows).
+GRID = dict(n_symbols=5000, max_depth=2, n_layer=4, n_head=4, balance=False, max_facts=4, max_dead=3,
+            max_side=2, steps=3000, eval_every=500, eval_n=500, ema=0.0)
+GRID_QUICK = dict(GRID, steps=1000, eval_n=300)
+GRID_FORGET_EVERY = 100                          # resets every K steps: all through, or until halfway
+GRID_EMB_LR = 0.1                                # ... with the names' rows at a tenth of the rate (--emb-lr)
+GRID_POOLS = (250, 500, 1000, 2000)              # smaller training pools than GRID's: the diversity curve
+GRID_FT = (1500, 50)                             # fine-tuning: most steps, evaluate every
+GRID_FT_QUICK = (300, 50)                        # (--quick)
+FINETUNE = 'fine-tuning contrast'                # the cell that fine-tunes the standard model (seed: the first)
+CELL_MAX = 16 << 20                              # a cell file: far beyond what a cell writes
+
+# -----------------------------------------------------------------------------
+# the rows, and one cell's run
+
+
+def grid_rows(base, quick=False, only=None):
+    """(label, config) for every row of the table; `quick`: six of them; `only`: rows whose label holds it."""
+    if only:
+        return [(label, cfg) for label, cfg in grid_rows(base, quick) if only in label]
+    c = lambda **kw: replace(base, **kw)
+    forget, N = dict(forget_every=GRID_FORGET_EVERY, emb_lr=GRID_EMB_LR), base.steps // 2
+    copy_attn, pointer = dict(copy_attn=True), dict(copy_attn=True, copy_form='pointer')
+    rows = [c(), c(identity=False),                                  # what the identity terms buy
+            c(**copy_attn), c(**pointer),                            # copy attention alone, both forms
+            c(freeze_emb=True), c(freeze_emb=True, **copy_attn),     # frozen (un)embeddings
+            c(freeze_unused=True),                                   # only the never-target rows frozen
+            c(**forget), c(**forget, **copy_attn),                   # resets all through training
+            c(**forget, forget_until=N),                             # temporary forgetting
+            c(**forget, forget_until=N, **pointer),
+            c(tie_emb=False)]
+    if quick:   # the collapse, the paper's fixes, the practitioner's row
+        rows = [c(), c(**copy_attn), c(freeze_emb=True), c(freeze_emb=True, **copy_attn),
+                c(freeze_unused=True), c(**forget)]
+        return [(run_name(r), r) for r in rows]
+    pools = [(f'{run_name(r)}, {n} symbols', replace(r, n_symbols=n))       # diversity: fewer training names
+             for n in GRID_POOLS for r in (c(), c(freeze_emb=True))]
+    return [(run_name(r), r) for r in rows] + pools
+
+
+def accuracy_keys():
+    """What the grid keeps of a run's last evaluation: each scenario's exact match, and on T and F."""
+    return [k for s in logic_data.SCENARIOS for k in (s, s + '_T', s + '_F')]
+
+
+def cells(base, seeds, quick=False, only=None):
+    """[(label, config)]: every row with every seed, then (if the standard row is in) the fine-tuning cell."""
+    todo = [(label, replace(cfg, seed=seed)) for label, cfg in grid_rows(base, quick, only) for seed in seeds]
+    if any(label == 'standard' for label, _ in todo):
+        todo.append((FINETUNE, replace(base, seed=seeds[0])))
+    return todo
+
+
+def cell_file(out, label, seed):
+    """Where a cell writes its result: out/cells/<label as a file name>-seed<seed>.json."""
+    return os.path.join(out, 'cells', re.sub(r'[^a-z0-9]+', '-', label.lower()).strip('-') + f'-seed{seed}.json')
+
+
+def run_cell(label, cfg, quick):
+    """Train one row's model (or fine-tune the standard one) with one thread; returns the cell's result."""
+    torch.set_num_threads(1)
+    t = time.time()
+    if label == FINETUNE:
+        model, vocab, _ = train(cfg, log=lambda *a: None)       # the standard row's run of this seed, again
+        steps, every = GRID_FT_QUICK if quick else GRID_FT
+        ft = {rows: finetune_small(model, vocab, cfg, rows, steps, every) for rows in FT_STARTS}
+        return dict(row=label, seed=cfg.seed, config=asdict(cfg), wall=time.time() - t,
+                    cos_unseen=rows_stats(model, vocab)['cos_unseen'], max_steps=steps, eval_every=every,
+                    finetune={rows: dict(steps_to_90=s, history=h) for rows, (s, h) in ft.items()})
+    model, vocab, history = train(cfg, log=lambda *a: None)
+    last = history[-1]
+    held = held_out_mean(evaluate_shapes(model, vocab, shape_sets(cfg, vocab), cfg.device))
+    keys = [*accuracy_keys(), 'cos_unseen', 'norm_unseen', 'norm_train']     # the last evaluation's
+    return dict(row=label, seed=cfg.seed, **{k: last[k] for k in keys}, held_none=held['none'],
+                held_all=held['all'], wall=time.time() - t, config=asdict(cfg),
+                curve=[[h['step'], h['all'], h['cos_unseen']] for h in history],   # for grid_curves
+                **{k: last[k] for k in ('all_before_reset', 'cos_before_reset') if k in last})
+
+
+def read_cell(path, cfg):
+    """A cell's file: its result, or ValueError in one line where it is damaged or of other settings."""
+    try:
+        if os.path.getsize(path) > CELL_MAX:
+            raise ValueError('far larger than a cell writes')
+        with open(path, 'rb') as f:
+            r = json.loads(f.read().decode('utf-8'))
+        if not isinstance(r, dict) or not isinstance(r.get('config'), dict):
+            raise ValueError('not a cell of this grid')
+    except (OSError, ValueError, RecursionError) as e:
+        raise ValueError(f"{path}: unreadable ({e}); remove it and run the cell again") from None
+    theirs, retired = current_config(r['config'])
+    retired = retired or field_error(theirs)
+    ours = json.loads(json.dumps(asdict(cfg)))
+    differ = sorted(k for k in {*theirs, *ours} if theirs.get(k) != ours.get(k))
+    if retired or differ:
+        k = differ[0] if differ else ''
+        raise ValueError(f"{path}: written by other settings ({retired or f'{k} {theirs.get(k)!r}, this grid: {ours.get(k)!r}'}); "
+                         "give the same settings, or another --out (the file is kept)")
+    number = lambda v: type(v) in (int, float) and v == v and abs(v) != float('inf')
+    wanted = ['wall'] + ([] if r.get('row') == FINETUNE else [*accuracy_keys(), 'held_none', 'held_all',
+                                                                'cos_unseen', 'norm_unseen', 'norm_train'])
+    bad = next((k for k in wanted if not number(r.get(k))), None)
+    if bad:
+        raise ValueError(f"{path}: its {bad} is {r.get(bad)!r}, not a number; remove it and run the cell again")
+    return r
+
+
+
+# -----------------------------------------------------------------------------
+# the fine-tuning contrast: the standard model fine-tuned on problems in its unseen names, from collapsed,
+# fresh or copied rows (lab/real_model.py --finetune does it on a real checkpoint)
+
+FT_STARTS = ('collapsed', 'fresh', 'copied')
+
+
+@torch.no_grad()
+def set_unseen_rows(model, vocab, rows):
+    """The unseen symbols' (un)embedding rows at the start of fine-tuning (see `finetune_small`)."""
+    unseen, seen = torch.tensor(vocab.unseen_ids), torch.tensor(vocab.train_ids)
+    for w in model.embeddings():
+        w.requires_grad_(True)     # fine-tuning trains everything, a frozen model's (un)embeddings too
+        if rows == 'fresh':
+            norm = w[seen].norm(dim=1).mean()
+            w[unseen] = F.normalize(torch.randn(len(unseen), w.size(1)), dim=1).to(w) * norm
+        elif rows == 'copied':
+            pick = torch.randperm(len(seen))[:len(unseen)] if len(seen) >= len(unseen) else \
+                torch.randint(len(seen), (len(unseen),))      # a pool smaller than the unseen one: repeats
+            w[unseen] = w[seen[pick]]
+        elif rows != 'collapsed':
+            raise ValueError(f'unknown rows {rows!r}')
+    return model
+
+
+def finetune_small(model, vocab, cfg, rows, max_steps, eval_every, target=0.9):
+    """Fine-tune a trained model on problems in the unseen symbols, its unseen rows `collapsed` (as trained),
+    `fresh` (random, of the training rows' norm) or `copied` (from training rows). Returns (steps until it
+    solves `target` of the 'all' test problems or None, history [(step, accuracy)])."""
+    torch.manual_seed(cfg.seed)
+    model = set_unseen_rows(copy.deepcopy(model).train(), vocab, rows)
+    ft = replace(cfg, freeze_emb=False, freeze_unused=False, forget_every=0, curriculum=0, steps=max_steps,
+                 warmup=0)
+    optimizer = make_optimizer(model, ft)
+    test = {'all': eval_sets(cfg, vocab)['all']}
+    data = batches(random.Random(cfg.seed + 1), ft, vocab, names=vocab.unseen_names)
+    history = []
+    for step in range(max_steps + 1):
+        if step % eval_every == 0 or step == max_steps:
+            history.append((step, evaluate(model, vocab, test, cfg.device)['all']))
+            if history[-1][1] >= target:
+                return step, history
+            if step == max_steps:
+                return None, history
+        set_lr(optimizer, ft, step)
+        train_step(model, optimizer, *next(data))
+
+
+# -----------------------------------------------------------------------------
+# the table: from whatever cells are there
+
+
+def mean_range(xs, fmt):
+    """'mean (min-max)' over seeds."""
+    m = sum(xs) / len(xs)
+    return fmt(m) if len(xs) == 1 else f"{fmt(m)} ({fmt(min(xs))}-{fmt(max(xs))})"
+
+
+def grid_table(results, base):
+    pct = lambda v: f"{100 * v:.1f}"
+    avg = lambda rs, key: sum(r[key] for r in rs) / len(rs)
+    mean = lambda rs, key: 100 * avg(rs, key)
+    tf = lambda rs, s: f"{mean(rs, s + '_T'):.0f} / {mean(rs, s + '_F'):.0f}"
+    lines = [f"| configuration ({base.n_symbols} training symbols unless named) | none | query | "
+             "query T / F | all | all T / F | held-out shapes, training / unseen names | unseen-row cosine | "
+             "row norm, unseen / training | wall (s) |", '|---' * 10 + '|']
+    for label in dict.fromkeys(r['row'] for r in results):
+        rs = [r for r in results if r['row'] == label]
+        cells = [mean_range([r['none'] for r in rs], pct)]
+        for s in ('query', 'all'):
+            cells += [mean_range([r[s] for r in rs], pct), tf(rs, s)]
+        cells += [f"{mean(rs, 'held_none'):.1f} / {mean(rs, 'held_all'):.1f}",
+                  mean_range([r['cos_unseen'] for r in rs], cos_str),
+                  f"{avg(rs, 'norm_unseen'):.2f} / {avg(rs, 'norm_train'):.2f}",
+                  mean_range([r['wall'] for r in rs], lambda v: f"{v:.0f}")]
+        lines.append(f"| {label} | " + ' | '.join(cells) + ' |')
+    return '\n'.join(lines)
+
+
+def grid_curves(results):
+    """Every row's exact match with every name unseen at each evaluation, mean over seeds (%)."""
+    labels = list(dict.fromkeys(r['row'] for r in results if r['curve']))
+    steps = sorted({p[0] for r in results for p in r['curve']})
+    lines = ['| configuration | ' + ' | '.join(f'step {s}' for s in steps) + ' |',
+             '|---' * (len(steps) + 1) + '|']
+    for label in labels:
+        at = lambda s: [p[1] for r in results if r['row'] == label for p in r['curve'] if p[0] == s]
+        lines.append(f'| {label} | ' + ' | '.join(f'{100 * sum(at(s)) / len(at(s)):.1f}' if at(s) else '-'
+                                                 for s in steps) + ' |')
+    return '\n'.join(lines)
+
+
+def diversity_plot(results, path, title):
+    """Exact match with every name unseen and the unseen rows' cosine against the training pool's size."""
+    plt = pyplot()
+    fig, (acc, cos) = plt.subplots(1, 2, figsize=(10, 4))
+    for name in ('standard', 'freeze-emb'):
+        runs = [r for r in results if r['row'].split(',')[0] == name]
+        pools = sorted({r['config']['n_symbols'] for r in runs})
+        mean = lambda key, n: sum(r[key] for r in runs if r['config']['n_symbols'] == n) / \
+            sum(r['config']['n_symbols'] == n for r in runs)
+        acc.plot(pools, [100 * mean('all', n) for n in pools], 'o-', label=name)
+        cos.plot(pools, [mean('cos_unseen', n) for n in pools], 'o-', label=name)
+    acc.set(ylabel='exact match, every name unseen (%)', ylim=(0, 100))
+    cos.set(ylabel='unseen rows: mean pairwise cosine', ylim=(-0.05, 1.05))
+    pools = sorted({r['config']['n_symbols'] for r in results})
+    for ax in (acc, cos):    # the pool sizes themselves on a log axis, no minor ticks
+        ax.set(xscale='log', xlabel='training names (pool size)', xticks=pools, xticklabels=pools)
+        ax.minorticks_off()
+    acc.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    savefig(fig, path)
+    plt.close(fig)
+
+
+def grid_problems(base):
+    """What the grid trains on, in words: for its table, figure and first line."""
+    kind = 'problems of every shape' if base.layout == 'shapes' else 'the one layout'
+    return f'{kind}, depth 1-{base.max_depth}'
+
+
+def grid_plot(results, path, title):
+    plt = pyplot()
+    labels = list(dict.fromkeys(r['row'] for r in results))
+    fig, ax = plt.subplots(figsize=(10, 0.45 * len(labels) + 1.5))
+    for k, s in enumerate(logic_data.SCENARIOS):
+        vals = [[100 * r[s] for r in results if r['row'] == lab] for lab in labels]
+        mean = [sum(v) / len(v) for v in vals]
+        err = [[m - min(v) for m, v in zip(mean, vals)], [max(v) - m for m, v in zip(mean, vals)]]
+        ax.barh([i + (k - 1) * 0.27 for i in range(len(labels))], mean, height=0.27, xerr=err, label=s,
+                capsize=2)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.invert_yaxis()
+    ax.set(xlabel='exact match (%), mean over seeds, bars: min to max', xlim=(0, 100), title=title)
+    ax.legend(title='unseen names', loc='upper left', bbox_to_anchor=(1.01, 1))   # outside: bars reach 100
+    fig.tight_layout()
+    savefig(fig, path)
+    plt.close(fig)
+
+
+def finetune_table(ft):
+    """The contrast's table and picture from the fine-tuning cell's result."""
+    first = lambda h, level: next((f'{step}' for step, acc in h if acc >= level), f"> {ft['max_steps']}")
+    return '\n'.join(
+        ['| unseen rows at the start | steps to 50% | steps to 90% | accuracy when it stopped |',
+         '|---' * 4 + '|'] + [f"| {k} | {first(v['history'], 0.5)} | {first(v['history'], 0.9)} | "
+                              f"{100 * v['history'][-1][1]:.1f}% |" for k, v in ft['finetune'].items()])
+
+
+def finetune_plot(ft, path):
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for rows, v in ft['finetune'].items():
+        ax.plot(*zip(*[(step, 100 * acc) for step, acc in v['history']]), label=f'{rows} rows')
+    ax.axhline(90, color='gray', lw=0.5, ls='--')
+    ax.text(0, 91, '90%', color='gray', fontsize=8)
+    ax.set(xlabel='fine-tuning step', ylabel='exact match, all names unseen (%)', ylim=(-2, 102),
+           title='fine-tuning on problems in unseen symbols')
+    ax.legend(title='unseen (un)embeddings start as')
+    fig.tight_layout()
+    savefig(fig, path)
+    plt.close(fig)
+
+
+def table(base, todo, out, seeds, tag='', log=print):
+    """grid{tag}.md, .json, .png and diversity{tag}.png (and finetune{tag}.png) from the cells in `out`;
+    returns the names of the missing cells."""
+    found, missing = [], []
+    for label, cfg in todo:
+        path = cell_file(out, label, cfg.seed)
+        if os.path.exists(path):
+            found.append(read_cell(path, cfg))
+        else:
+            missing.append(f'{label} (seed {cfg.seed})')
+    results = [r for r in found if r['row'] != FINETUNE]
+    ft = next((r for r in found if r['row'] == FINETUNE), None)
+    if not results:
+        raise ValueError(f"{out}: no cell of this grid is there yet ({len(todo)} to run: --cells lists them)")
+    problems = grid_problems(base)
+    grid_plot(results, os.path.join(out, f'grid{tag}.png'), f'{len(seeds)} seed(s) per row, {base.steps} '
+              f'steps, {problems},\n{base.n_symbols} training symbols unless named')
+    if any(',' in r['row'] for r in results):
+        diversity_plot(results, os.path.join(out, f'diversity{tag}.png'), f'diversity: {len(seeds)} seed(s) '
+                       f'per point, {base.steps} steps, {problems}')
+    ft_text = '(no fine-tuning contrast: its cell is missing)'
+    if ft:
+        finetune_plot(ft, os.path.join(out, f'finetune{tag}.png'))
+        ft_text = (f"Fine-tuning contrast (standard, seed {ft['seed']}, its unseen rows at cosine "
+                   f"{ft['cos_unseen']:.2f}, evaluated every {ft['eval_every']} steps):\n\n{finetune_table(ft)}")
+    wall = sum(r['wall'] for r in found)
+    text = (f"`python lab/grid.py{' --quick' if base.steps == GRID_QUICK['steps'] else ''}`: {len(seeds)} "
+            f"seed(s) per row, mean (min-max); {base.steps} steps, {problems}, {base.device} in "
+            f"{base.precision}, one thread a cell; the cells' wall together {wall / 60:.1f} min"
+            + (f"; missing: {', '.join(missing)}" if missing else '') + "\n\n"
+            f"{grid_table(results, base)}\n\nExact match with every name unseen at each evaluation (mean over "
+            f"seeds, %):\n\n{grid_curves(results)}\n\n{ft_text}\n")
+    with whole(os.path.join(out, f'grid{tag}.md')) as part, open(part, 'w') as f:
+        f.write(text)
+    with whole(os.path.join(out, f'grid{tag}.json')) as part, open(part, 'w') as f:
+        json.dump(dict(results=results, finetune=ft, missing=missing), f, indent=1)
+    log(text)
+    return missing
+
+# -----------------------------------------------------------------------------
+# the command line: --cells, --cell, --table, or every missing cell here
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog='lab/grid.py', description="The paper's table as cells (see the top of "
+                                'lab/grid.py): plain, it runs every missing cell here and builds the table.')
+    p.add_argument('--quick', action='store_true', help='six rows, one seed, 1000 steps (about 12 min on 2 cores)')
+    p.add_argument('--seeds', type=int, default=None, help='seeds per row (default 2, 1 with --quick)')
+    p.add_argument('--rows', metavar='TEXT', help="only the rows whose name holds TEXT (to grid-rows.md)")
+    p.add_argument('--layout', choices=logic_data.LAYOUTS, default='shapes', help="the problems' layout")
+    p.add_argument('--device', default='cpu', help='cpu or cuda (one thread a cell on a CPU)')
+    p.add_argument('--precision', choices=('auto', 'fp32', 'bf16'), default='auto',
+                   help="bf16 where the hardware is fast at it (auto), as unseen.py's --precision")
+    p.add_argument('--out', metavar='DIR', help='the grid folder (default: runs/grid or runs/grid-quick)')
+    what = p.add_mutually_exclusive_group()
+    what.add_argument('--cells', action='store_true', help="print the missing cells' commands, one a line "
+                      '(for xargs -P, GNU parallel or a SLURM array), and nothing else')
+    what.add_argument('--cell', metavar='ROW', help="run one cell (a row's name as --cells prints it) and "
+                      'write its file')
+    what.add_argument('--table', metavar='DIR', help='build the table from the cells in DIR')
+    p.add_argument('--seed', type=int, default=0, help='with --cell: the seed')
+    p.add_argument('--workers', type=int, default=os.cpu_count() or 1, help='cells at a time (plain run)')
+    args = p.parse_args(argv)
+    if args.seeds is not None and not 1 <= args.seeds <= 100:
+        p.error('--seeds must be 1 to 100')
+    if args.rows is not None and not args.rows.strip():
+        p.error("--rows '': give the text of the rows' names (e.g. --rows forget)")
+    if args.seed != 0 and not args.cell:
+        p.error('--seed goes with --cell (the grid: --seeds)')
+    if args.workers < 1:
+        p.error('--workers must be at least 1')
+    if args.table and args.out and args.out != args.table:
+        p.error('--table DIR reads and writes DIR; leave out --out')
+    for k in ('out', 'table', 'cell'):
+        if getattr(args, k) is not None and not getattr(args, k).strip():
+            p.error(f'--{k}: an empty name')
+    return p, args
+
+
+def command(args, out, label=None, seed=0):
+    """The command line of a cell (label) or of this grid, with every setting it was given."""
+    given = [('--quick', args.quick), (f'--seeds {args.seeds}', args.seeds), (f'--rows {shlex.quote(args.rows or "")}',
+             args.rows is not None and label is None), (f'--layout {args.layout}', args.layout != 'shapes'),
+             (f'--device {args.device}', args.device != 'cpu'),
+             (f'--precision {args.precision}', args.precision != 'auto')]
+    script = os.path.relpath(os.path.abspath(__file__))
+    cell = [f'--cell {shlex.quote(label)}', f'--seed {seed}'] if label else []
+    return ' '.join([sys.executable if label else 'python', script, *[f for f, on in given if on], *cell,
+                     f'--out {shlex.quote(out)}'])
+
+
+def run_missing(args, todo, out, log=print):
+    """Every cell whose file is missing, `args.workers` at a time, each its own process (the very command
+    --cells prints); a cell that fails stops the grid with its last line. Finished cells are never lost."""
+    missing = [(label, cfg) for label, cfg in todo if not os.path.exists(cell_file(out, label, cfg.seed))]
+    log(f"{len(todo) - len(missing)} of {len(todo)} cells already in {out}; running {len(missing)}, "
+        f"{args.workers} at a time")
+    running, t0 = [], time.time()
+
+    def one(label, cfg):
+        proc = subprocess.Popen(shlex.split(command(args, out, label, cfg.seed)), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        running.append(proc)
+        text = proc.communicate()[0]
+        if proc.returncode:
+            raise RuntimeError(f"the cell {label!r} (seed {cfg.seed}) failed: "
+                               f"{(text.strip().splitlines() or ['(no output)'])[-1]}")
+        return label, cfg
+    pool = concurrent.futures.ThreadPoolExecutor(args.workers)
+    try:
+        jobs = [pool.submit(one, label, cfg) for label, cfg in missing]
+        for n, job in enumerate(concurrent.futures.as_completed(jobs), 1):
+            label, cfg = job.result()
+            r = read_cell(cell_file(out, label, cfg.seed), cfg)
+            accs = '' if label == FINETUNE else ' | ' + ' '.join(f"{s} {acc_str(r, s)}"
+                                                                  for s in logic_data.SCENARIOS)
+            log(f"[{n:2d}/{len(missing)}] {label:<40} seed {cfg.seed}{accs} | {r['wall']:4.0f} s | "
+                f"{(time.time() - t0) / 60:4.1f} min so far")
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in running:
+            if proc.poll() is None:
+                proc.kill()
+
+
+def main(argv=None):
+    p, args = parse_args(argv)
+    quick = args.quick
+    base = Config(**(GRID_QUICK if quick else GRID), layout=args.layout,
+                  **hardware(argparse.Namespace(device=args.device, precision=args.precision)))
+    seeds = list(range(args.seeds or (1 if quick else 2)))
+    todo = cells(base, seeds, quick, args.rows)
+    if not todo:
+        p.error(f"--rows {args.rows!r}: no row of the grid{' --quick' if quick else ''} has that in its name")
+    out = args.table or args.out or os.path.join('runs', 'grid-quick' if quick else 'grid')
+    tag = '' if args.rows is None else '-rows'     # a selection's table never replaces the grid's
+    try:
+        if args.cells:
+            for label, cfg in todo:
+                if not os.path.exists(cell_file(out, label, cfg.seed)):
+                    print(command(args, out, label, cfg.seed).replace(sys.executable, 'python', 1))
+            return
+        if args.cell:
+            cfg = next((cfg for label, cfg in cells(base, [args.seed], quick) if label == args.cell), None)
+            if cfg is None:
+                p.error(f"--cell {args.cell!r}: no such cell (--cells lists them)")
+            path = cell_file(out, args.cell, args.seed)
+            if os.path.exists(path):
+                read_cell(path, cfg)
+                return print(f"{path}: already there (remove it to run the cell again)")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            result = run_cell(args.cell, cfg, quick)
+            with whole(path) as part, open(part, 'w') as f:
+                json.dump(result, f)
+            return print(f"wrote {path} ({result['wall']:.0f} s)")
+        if not args.table:
+            print(f"grid: {len(todo)} cells ({len(seeds)} seed(s) a row), {base.steps} steps each, "
+                  f"{grid_problems(base)}, {base.device} in {base.precision}; writing to {out}")
+            os.makedirs(os.path.join(out, 'cells'), exist_ok=True)
+            run_missing(args, todo, out)
+        missing = table(base, todo, out, seeds, tag)
+        print(f"wrote {out}/grid{tag}.md, grid{tag}.json, grid{tag}.png" +
+              (f"; {len(missing)} cells missing: python lab/grid.py ... --cells lists them" if missing else ''))
+    except KeyboardInterrupt:
+        sys.exit(f"error: interrupted; the finished cells are kept in {out}; the same command finishes the grid")
+    except (ValueError, OSError, RuntimeError) as e:
+        sys.exit(f"error: {e}")
+
+
+if __name__ == '__main__':
+    main()

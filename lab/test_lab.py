@@ -1,0 +1,347 @@
+"""Tests of the lab's programs (lab/): the grid as cells, the bench, the real model. Run with the project's:
+python -m pytest -q (the real-model tests skip where lab/requirements.txt is not installed)."""
+import concurrent.futures
+import contextlib
+import copy
+import io
+import json
+import os
+import random
+import shlex
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]
+import logic_data as L            # noqa: E402
+import unseen as U                # noqa: E402
+import grid as G                  # noqa: E402
+import bench as B                 # noqa: E402
+
+TINY = U.Config(**dict(U.LAYOUT_DEFAULTS['template'], n_symbols=40, n_layer=2, n_head=2, n_embd=32, batch_size=32,
+                       steps=40, warmup=5, eval_every=1000, eval_n=50, max_depth=2, curriculum=0, broken=0.0,
+                       max_facts=4, max_side=2))
+TINY_GRID = dict(n_symbols=40, max_depth=2, steps=4, eval_every=4, eval_n=10, n_layer=1, n_embd=32, batch_size=8)
+
+
+@pytest.fixture(autouse=True)
+def float32_machine(monkeypatch):
+    """--precision auto as on a CPU without AVX512-BF16, whatever this one has (the suite says the same on both)."""
+    monkeypatch.setattr(torch.cpu, '_is_avx512_bf16_supported', lambda: False, raising=False)
+    monkeypatch.setattr(torch.cpu, '_is_amx_tile_supported', lambda: False, raising=False)
+
+
+def run(module, *args):
+    """A program's main(argv) as a user sees it: (exit code, stdout, stderr)."""
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            module.main(list(args))
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) or e.code is None else 1
+            if not isinstance(e.code, int) and e.code is not None:
+                print(e.code, file=sys.stderr)
+    return code or 0, out.getvalue(), err.getvalue()
+
+# -----------------------------------------------------------------------------
+# the grid as cells
+
+
+def test_grid_has_every_row_the_paper_table_needs():
+    rows = dict(G.grid_rows(U.Config(**G.GRID)))
+    K, N, E = G.GRID_FORGET_EVERY, G.GRID['steps'] // 2, f' + emb-lr {G.GRID_EMB_LR:g}'
+    for row in ['standard', 'no-identity', 'copy-attn', 'copy-pointer', 'freeze-emb', 'copy-attn + freeze-emb',
+                'freeze-unused', f'forget-every {K}{E}', f'copy-attn + forget-every {K}{E}',
+                f'forget-every {K} + until {N}{E}', f'copy-pointer + forget-every {K} + until {N}{E}', 'untied']:
+        assert row in rows
+    assert all(r.emb_lr == (G.GRID_EMB_LR if r.forget_every else 1) for r in rows.values())   # resets: slow
+    demo, grid = U.Config(), U.Config(**G.GRID)
+    recipe = ('optimizer', 'lr', 'muon_lr', 'curriculum', 'decay', 'broken', 'max_premises', 'layout', 'shift',
+              'weight_decay', 'warmup', 'batch_size')
+    assert all(getattr(r, k) == getattr(demo, k) for r in rows.values() for k in recipe)
+    assert all(r.n_layer == grid.n_layer and r.max_depth == grid.max_depth for r in rows.values())
+    for n in G.GRID_POOLS:                                             # the diversity curve, both models
+        assert rows[f'freeze-emb, {n} symbols'] == replace(grid, n_symbols=n, freeze_emb=True)
+        assert rows[f'standard, {n} symbols'] == replace(grid, n_symbols=n)
+    quick = G.cells(U.Config(**G.GRID_QUICK), [0], quick=True)
+    assert [label for label, _ in quick] == ['standard', 'copy-attn', 'freeze-emb', 'copy-attn + freeze-emb',
+                                             'freeze-unused', f'forget-every {K}{E}', G.FINETUNE]
+    assert G.cells(U.Config(**G.GRID), [0], only='freeze')[-1][0] != G.FINETUNE   # no standard: no contrast
+
+
+def test_fine_tuning_starts_from_collapsed_fresh_or_copied_rows():
+    vocab = L.Vocab(TINY.n_symbols)
+    torch.manual_seed(0)
+    model = U.GPT(TINY, len(vocab))
+    w = model.lm_head.weight
+    with torch.no_grad():
+        w[vocab.unseen_ids] = w[vocab.unseen_ids[0]].clone()            # collapse them by hand
+    unseen, seen = vocab.unseen_ids, vocab.train_ids
+    assert torch.equal(G.set_unseen_rows(copy.deepcopy(model), vocab, 'collapsed').lm_head.weight, w)
+    m = G.set_unseen_rows(copy.deepcopy(model), vocab, 'fresh')
+    assert U.mean_pairwise_cosine(m.lm_head.weight[unseen]) < 0.2
+    assert torch.allclose(m.lm_head.weight[unseen].norm(dim=1), w[seen].norm(dim=1).mean().expand(len(unseen)))
+    assert torch.equal(m.lm_head.weight[seen], w[seen])                  # only the unseen rows change
+    m = G.set_unseen_rows(copy.deepcopy(model), vocab, 'copied')
+    rows = {tuple(r.tolist()) for r in w[seen]}
+    assert all(tuple(r.tolist()) in rows for r in m.lm_head.weight[unseen])
+    steps, history = G.finetune_small(model, vocab, TINY, 'fresh', max_steps=4, eval_every=2, target=1.01)
+    assert steps is None and [s for s, _ in history] == [0, 2, 4]
+
+
+def test_grid_curves_average_each_evaluation_over_the_seeds():
+    results = [dict(row='a', seed=0, curve=[[0, 0.1, 0.9], [500, 0.3, 0.5]]),
+               dict(row='a', seed=1, curve=[[0, 0.2, 0.8], [500, 0.5, 0.4]]),
+               dict(row='b', seed=0, curve=[[0, 0.0, 1.0]])]
+    assert G.grid_curves(results).splitlines() == ['| configuration | step 0 | step 500 |', '|---|---|---|',
+                                                   '| a | 15.0 | 40.0 |', '| b | 0.0 | - |']
+
+
+@pytest.fixture
+def tiny_grid(monkeypatch):
+    """The grid shrunk to seconds: tiny runs, one smaller pool, a short fine-tuning contrast."""
+    monkeypatch.setattr(G, 'GRID', TINY_GRID)
+    monkeypatch.setattr(G, 'GRID_POOLS', (20,))
+    monkeypatch.setattr(G, 'GRID_FT', (4, 2))
+    monkeypatch.setattr(torch, 'set_num_threads', lambda n: None)      # (the suite's threads, kept)
+    return TINY_GRID
+
+
+def test_each_cell_writes_one_file_and_the_table_is_built_from_whatever_cells_are_there(tmp_path, tiny_grid):
+    out = str(tmp_path / 'g')
+    code, text, _ = run(G, '--cells', '--seeds', '1', '--out', out)
+    lines = text.splitlines()
+    assert code == 0 and len(lines) == len(G.cells(U.Config(**TINY_GRID), [0])) == 12 + 2 + 1
+    assert all(line.startswith('python lab/grid.py --seeds 1 --cell ') and line.endswith(f'--out {out}')
+               for line in lines)
+    for label in ('standard', 'freeze-emb', G.FINETUNE):
+        code, text, err = run(G, '--seeds', '1', '--cell', label, '--out', out)
+        assert code == 0, err
+    assert sorted(os.listdir(os.path.join(out, 'cells'))) == ['fine-tuning-contrast-seed0.json',
+                                                               'freeze-emb-seed0.json', 'standard-seed0.json']
+    code, text, err = run(G, '--seeds', '1', '--table', out)
+    table = open(os.path.join(out, 'grid.md')).read()
+    assert code == 0 and '| standard |' in table and '| freeze-emb |' in table and '| copy-attn |' not in table
+    assert 'missing: no-identity (seed 0), copy-attn (seed 0)' in table and 'steps to 90%' in table
+    assert {'grid.png', 'finetune.png', 'grid.json'} <= set(os.listdir(out))
+    code, text, _ = run(G, '--cells', '--seeds', '1', '--out', out)      # a restart: only what is missing
+    assert len(text.splitlines()) == 12 and 'standard ' not in text
+    code, text, _ = run(G, '--seeds', '1', '--cell', 'standard', '--out', out)
+    assert code == 0 and 'already there' in text
+
+
+def test_a_cell_of_other_settings_or_damaged_is_refused_in_one_line_and_kept(tmp_path, tiny_grid):
+    out = str(tmp_path / 'g')
+    assert run(G, '--cell', 'standard', '--out', out)[0] == 0
+    path = os.path.join(out, 'cells', 'standard-seed0.json')
+    r = json.load(open(path))
+    r['config']['n_layer'] = '1'                                          # a hand-edited string
+    json.dump(r, open(path, 'w'))
+    code, _, err = run(G, '--table', out)
+    assert code == 1 and len(err.splitlines()) == 1 and "n_layer holds '1'; it should hold a whole number" in err
+    assert os.path.exists(path)
+    open(path, 'w').write('{"row": "standard", "conf')
+    code, _, err = run(G, '--cell', 'standard', '--out', out)
+    assert code == 1 and 'unreadable' in err and len(err.splitlines()) == 1
+
+
+def test_the_plain_grid_runs_each_missing_cell_as_its_own_process_then_the_table(tmp_path, tiny_grid, monkeypatch):
+    out = str(tmp_path / 'g')
+    ran = []
+    here = f"import sys; sys.path[:0] = [{HERE!r}]; import grid as G; G.GRID = {TINY_GRID!r}; G.GRID_POOLS = (20,); "
+
+    def command(args, out, label=None, seed=0):
+        ran.append(label)
+        call = f"G.main(['--cell', {label!r}, '--seeds', '1', '--rows', 'standard', '--precision', 'fp32', '--out', {out!r}])"
+        return f"{sys.executable} -c {shlex.quote(here + call)}"
+    monkeypatch.setattr(G, 'command', command)
+    code, text, err = run(G, '--seeds', '1', '--rows', 'standard', '--precision', 'fp32', '--out', out, '--workers', '2')
+    assert code == 0, err
+    assert sorted(ran) == sorted(['standard', 'standard, 20 symbols', G.FINETUNE])
+    assert '0 of 3 cells already there' in text.replace(f' in {out}', ' there')
+    assert os.path.exists(os.path.join(out, 'grid-rows.md')) and not os.path.exists(os.path.join(out, 'grid.md'))
+    ran.clear()
+    assert run(G, '--seeds', '1', '--rows', 'standard', '--precision', 'fp32', '--out', out)[0] == 0 and ran == []   # nothing missing
+
+
+def test_grid_command_line_refusals():
+    for args, says in ((['--seeds', '0'], '--seeds must be 1 to 100'), (['--rows', ' '], "--rows ''"),
+                       (['--rows', 'nothing'], 'no row of the grid'), (['--seed', '3'], '--seed goes with --cell'),
+                       (['--cell', 'no such'], 'no such cell'), (['--cells', '--table', 'x'], 'not allowed')):
+        code, _, err = run(G, *args)
+        assert code == 2 and says in err, (args, err)
+
+# -----------------------------------------------------------------------------
+# the bench
+
+
+def test_bench_times_every_lever_and_reports_its_share_of_the_machines_matmul_rate(monkeypatch):
+    cfg = replace(TINY, batch_size=8)
+    vocab = L.Vocab(cfg.n_symbols)
+    data = U.batches(random.Random(cfg.seed), cfg, vocab)
+    batches = [next(data) for _ in range(5 + 3)]
+    tokens, flops, seconds = B.timed_steps(cfg, 3)                # 3 steps after 5 warm-up steps
+    assert tokens == sum((x != vocab.pad).sum().item() for x, _ in batches[5:]) and seconds > 0
+    assert flops == sum(U.step_flops(cfg, *x.shape, (y != -1).sum().item(), len(vocab)) for x, y in batches[5:])
+    calls = []
+
+    def fake(cfg, steps, group=True, threads=None):   # known: 1e9 FLOP, 1000 tokens, 2 s (1 s compiled)
+        calls.append((cfg.precision, cfg.compile, threads))
+        return 1000, 1e9, 1.0 if cfg.compile else 2.0
+    monkeypatch.setattr(B, 'timed_steps', fake)
+    monkeypatch.setattr(B, 'matmul_rate', lambda cfg: 2e9 if cfg.precision == 'bf16' else 1e9)
+    monkeypatch.setattr(B.os, 'cpu_count', lambda: 2)
+    monkeypatch.setattr(B, 'side_by_side', lambda n: contextlib.nullcontext(concurrent.futures.ThreadPoolExecutor(n)))
+    table = B.bench(replace(TINY, batch_size=8, precision='bf16'), steps=2, rounds=1, log=lambda s: None)
+    assert calls == [('fp32', False, None), ('fp32', True, None), ('bf16', False, None),
+                     ('bf16', True, None)] + [('bf16', False, 1)] * 2
+    rows = [[c.strip() for c in line.split('|')[2:-1]] for line in table.splitlines()[2:]]
+    assert rows[0] == ['1000', '500', '0.5', '1', '50%']         # ms a step, tokens/s, GFLOP/s, peak, share
+    assert rows[1] == ['500', '1,000', '1.0', '1', '100%'] and rows[3][-1] == '50%'   # bf16's own peak
+    assert rows[4] == ['1000', '1,000', '1.0', '2', '50%']          # two runs together, on all cores
+
+
+def test_bench_refuses_flags_it_would_ignore():
+    code, _, err = run(B, '--steps', '5')
+    assert code == 1 and '--steps: the bench times a fixed number of steps' in err
+
+
+def test_lab_programs_answer_help():
+    for script in ('grid.py', 'bench.py', 'seed_probes.py', 'chain_probes.py', 'real_model.py'):
+        p = subprocess.run([sys.executable, os.path.join(HERE, script), '--help'], capture_output=True, text=True)
+        assert p.returncode == 0 and 'lab/' in p.stdout, (script, p.stderr[-300:])
+
+# -----------------------------------------------------------------------------
+# the real model, read with transformers (skipped where lab/requirements.txt is not installed)
+
+import importlib.util             # noqa: E402
+import re                         # noqa: E402
+
+import numpy as np                # noqa: E402
+
+import real_model as R            # noqa: E402
+
+needs_hf = pytest.mark.skipif(importlib.util.find_spec('transformers') is None or
+                              importlib.util.find_spec('safetensors') is None,
+                              reason='the lab\'s requirements are not installed: pip install -r lab/requirements.txt')
+WORDS = [a + b + c for a in 'bdgkmprst' for b in 'aeiou' for c in 'lnx'][:110]   # 110 "ordinary words"
+PIECES = [f'##{chr(0x4E00 + i)}' for i in range(100)]                             # never produced: CJK
+
+
+def tiny_folder(path, decoder=False, C=16, seed=0):
+    """A Hugging Face checkpoint folder small enough for a test, written by transformers itself: specials, the
+    problems' signs, 110 words, 100 [unusedN] and 100 unreachable '##' pieces whose rows are collapsed (one
+    shared row, a little noise). A BERT encoder (tied), or a GPT-2 decoder whose output rows are the collapsed
+    ones (untied; its input rows smaller but spread)."""
+    import transformers as tf
+    vocab = (['[PAD]'] + [f'[unused{i}]' for i in range(100)] + ['[UNK]', '[CLS]', '[SEP]', '[MASK]']
+             + ['.', 'then', '?', ':', 'true', 'false'] + WORDS + PIECES)
+    path.mkdir()
+    (path / 'vocab.txt').write_text('\n'.join(vocab) + '\n', encoding='utf-8')
+    torch.manual_seed(seed)
+    if decoder:
+        model = tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=len(vocab), n_embd=C, n_layer=2, n_head=2,
+                                                 n_positions=64, tie_word_embeddings=False))
+        W = model.lm_head.weight
+    else:
+        model = tf.BertModel(tf.BertConfig(vocab_size=len(vocab), hidden_size=C, num_attention_heads=2,
+                                           num_hidden_layers=2, intermediate_size=4 * C, max_position_embeddings=64))
+        W = model.embeddings.word_embeddings.weight
+    never = [i for i, t in enumerate(vocab) if t.startswith(('[unused', '##'))]
+    with torch.no_grad():
+        W.copy_(torch.randn(W.shape))
+        W[never] = torch.randn(C) + 0.02 * torch.randn(len(never), C)     # one shared row, a little noise
+        if decoder:
+            E = model.get_input_embeddings().weight
+            E.copy_(torch.randn(E.shape))
+            E[never] *= 0.3
+    model.save_pretrained(path)
+    tf.BertTokenizer(str(path / 'vocab.txt')).save_pretrained(path)
+    return never
+
+
+@needs_hf
+@pytest.mark.parametrize('decoder', [False, True])
+def test_the_cluster_finder_finds_exactly_the_planted_never_trained_rows(tmp_path, decoder):
+    never = tiny_folder(tmp_path / 'm', decoder)
+    code, out, err = run(R, str(tmp_path / 'm'), '--out', str(tmp_path / 'out'))
+    assert code == 0, err
+    assert ('untied: lm_head.weight' in out) == decoder and '100 unused tokens:' in out
+    assert '200 tokens (' in out and '100 of them are reserved tokens (100 of the 100' in out
+    assert '100 of the 100 WordPiece tokens' in out
+    rows = [line.split('\t') for line in (tmp_path / 'out' / 'token_ranking.tsv').read_text().splitlines()[1:]]
+    assert sorted(int(r[1]) for r in rows if r[4] == '1') == never
+    assert ('input-row norm (untied): median' in out) == decoder
+    assert (tmp_path / 'out' / 'unused_tokens.png').is_file()
+
+
+def test_the_cluster_finder_on_rows_with_no_cluster_and_unreachable_pieces():
+    rng = np.random.default_rng(1)
+    assert R.find_cluster(rng.normal(size=(300, 64))) is None        # random rows: nothing to find
+    W = rng.normal(size=(300, 64))
+    W[:5] = W[0] + 0.01 * rng.normal(size=(5, 64))
+    close, members = R.find_cluster(W)
+    assert np.flatnonzero(members).tolist() == [0, 1, 2, 3, 4] and close[:5].min() > 0.99
+    assert [R.unreachable_piece(t) for t in ('##,', '##\u5289', '##a', '##,,', ',', '##\u00bf')] == \
+           [True, True, False, False, False, True]
+
+
+@needs_hf
+def test_finetune_runs_every_set_of_names_and_its_summary_is_its_curves(tmp_path):
+    tiny_folder(tmp_path / 'm')
+    code, out, err = run(R, str(tmp_path / 'm'), '--finetune', '--ft-steps', '4', '--ft-eval', '2', '--ft-batch', '4',
+                         '--ft-test', '8', '--out', str(tmp_path / 'out'))
+    assert code == 0, err
+    arms = re.split(r'\n(ordinary|reserved|never-trained|reserved, rows re-drawn apart):\n', out)[1:]
+    assert arms[0::2] == ['ordinary', 'reserved', 'never-trained', 'reserved, rows re-drawn apart']
+    for arm, body in zip(arms[0::2], arms[1::2]):
+        curve = [(int(s), float(a) / 100) for s, a in re.findall(r'step +(\d+) \| exact match +([\d.]+)%', body)]
+        assert [s for s, _ in curve] == [0, 2, 4][:len(curve)] and curve
+        said = [R.steps_to(curve, level) for level in (0.5, 0.9)]
+        said = [f'{s}' if s is not None else f'not by step {curve[-1][0]}' for s in said]
+        assert re.search(rf'\n  {re.escape(arm)} +50%: {said[0]} +90%: {said[1]} +\(last {100 * curve[-1][1]:.1f}%\)',
+                         out), (arm, said)
+    assert R.PAPER_GEMMA in out and (tmp_path / 'out' / 'finetune_real.png').is_file()
+
+
+@needs_hf
+def test_the_fine_tuned_encoder_reads_left_to_right_and_its_problems_round_trip(tmp_path):
+    tiny_folder(tmp_path / 'm')
+    import transformers as tf
+    folder = str(tmp_path / 'm')
+    lm, tokenizer = R.LM(folder, tf.AutoConfig.from_pretrained(folder)), tf.AutoTokenizer.from_pretrained(folder)
+    enc = R.Encoder(tokenizer, WORDS[:100])
+    p = L.parse('a4 . a9 . a4 -> a2 . a2 -> a7 . a3 -> a5 . ? a7')
+    ids, n = enc.encode(p)
+    words = [enc.itos[i] for i in ids]
+    assert words[0] == '[CLS]' and words[n - 1] == ':' and words[-1] == '[SEP]'
+    back = {w: t for t, w in R.FT_WORDS.items()}
+    assert ' '.join(back.get(w) or f'a{WORDS.index(w)}' for w in words[1:-1]) == L.to_text(p)
+    x, y = enc.batch([p])
+    lm.eval()
+    with torch.no_grad():
+        h = lm.model(input_ids=x).last_hidden_state
+        later = x.clone()
+        later[0, -1] = 5
+        assert torch.equal(lm.model(input_ids=later).last_hidden_state[0, :-1], h[0, :-1])   # causal
+        logits, loss = lm(x, y)
+    assert logits.shape == ((y != -1).sum().item(), len(tokenizer.get_vocab())) and loss.item() > 0
+
+
+@needs_hf
+def test_a_folder_transformers_cannot_read_gets_one_line(tmp_path):
+    for folder, says in ((tmp_path / 'none', 'no such folder'), (tmp_path, 'transformers cannot read it')):
+        code, _, err = run(R, str(folder), '--out', str(tmp_path / 'out'))
+        assert code == 1 and len(err.strip().splitlines()) == 1 and says in err, err
+    assert not (tmp_path / 'out').exists()
+
+
+def test_real_model_refuses_a_flag_of_the_other_part(tmp_path):
+    for args, says in ((['--quick'], '--quick goes with --finetune'), (['--finetune', '--tight', '0.5'], '--tight goes with'),
+                       (['--finetune', '--quick', '--ft-steps', '10'], '--quick sets --ft-steps 100')):
+        code, _, err = run(R, str(tmp_path), *args, '--out', str(tmp_path / 'out'))
+        assert code == 2 and says in err, err
