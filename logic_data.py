@@ -30,7 +30,7 @@ structure (the default, layout 'shapes'):
     side rules         0-2 (max_side: up to 6 for training) rules that fire but are not needed (their heads
                        join the chain wherever forward chaining reaches them), or whose head is already
                        known when they could fire
-    dead rules         0-3 (max_dead: up to 7 for training) rules with a premise that is never
+    dead rules         0-3 (max_dead: 3 in the demo's training, at most 7) rules with a premise never
                        derivable: they never fire (a conjunction among them may have every other premise
                        known: one premise short)
     the query          provable: the path's end, a fact, an atom on the path or a side rule's head;
@@ -380,8 +380,8 @@ def parse_line(line, max_tokens=None):
 # the generator: many shapes (the default), or the one layout of earlier versions ('template')
 
 SHAPE_LIMITS = dict(facts=(1, 6), side=(0, 2), dead=(0, 3))   # per problem, inclusive
-# Training may draw more dead rules (max_dead, up to 7: as many rules as the tests 4 steps beyond have),
-# since models fail on more rules than training ever had. Facts were 1-4 until the models turned out to
+# Training may draw more dead rules than the tests (max_dead: the demo's 3, at most 7: as many rules as the
+# tests 4 steps beyond have), for models fail on more rules than training ever had. Facts were 1-4 until the models turned out to
 # take the first four slots of a prompt for the facts: checkpoints from then read as max_facts=4 (and
 # max_dead=3), and --max-facts 4 trains one again.
 # shape families (facts, side rules, dead rules) never drawn for training: the test of shapes never seen.
@@ -701,6 +701,9 @@ def beyond_training(cfg, p):
     over = [f"{have[k]} {'chain steps' if k == 'chain' else k} (training: at most {most[k]})"
             for k in most if have[k] > most[k]]
     over += [f'no {k} (training: at least 1)' for k in ('facts', 'rules') if not have[k]]   # a planted path
+    if p.rules and not any(set(ps) <= set(p.facts) for ps, _ in p.rules) and p.query in p.facts:
+        over.append('no rule that fires, its query a fact (training: a planted path fires whenever the query '
+                    'is known)')
     if cfg.layout == 'template' and (len(p.facts) != 2 or len(p.rules) < 3):
         over.append('a shape outside the one layout (2 facts, the path, 2 dead rules)')
     premises = max((len(ps) for ps, _ in p.rules), default=0)

@@ -1526,8 +1526,10 @@ def ask(model, vocab, cfg, text):
         back = {u: a for a, u in mine.items()}
         print("in your names: " + ' '.join(back.get(t, t) for t in vocab.decode(out).split()))
     context = ids[:n_prompt] + out
-    print("\nstep by step (logits of the top three candidates; the solver's token: its rank and logit):")
+    print("\nstep by step (logits of the top three candidates; the solver's token: its rank and logit, given "
+          "what the model wrote so far):")
     want = ids[n_prompt:]                                  # the solver's chain, answer and <eos>
+    wrong = next((k for k, t in enumerate(out) if k >= len(want) or t != want[k]), None)   # its first mistake
     for k, (logits, att) in enumerate(trace):
         top = logits.float().topk(3)
         names = [marked(vocab, vocab.itos[i]) for i in top.indices.tolist()]
@@ -1539,7 +1541,8 @@ def ask(model, vocab, cfg, text):
         if k < len(want):
             rank = (logits.float() > logits.float()[want[k]]).sum().item() + 1
             line += (f"   solver's {marked(vocab, vocab.itos[want[k]])}: rank {rank:,} "
-                     f"({logits.float()[want[k]].item():.2f})")
+                     f"({logits.float()[want[k]].item():.2f})" + (' after its own mistake' if wrong is not None
+                                                                    and k > wrong else ''))
         print(line)
     return ok
 
@@ -1618,9 +1621,10 @@ def load_checkpoint(path, device='cpu'):
     return model, logic_data.Vocab(cfg.n_symbols), cfg
 
 
-def solve_problems(model, vocab, cfg, numbered, path, n_show=5):
+def solve_problems(model, vocab, cfg, numbered, path, n_show=20):
     """--problems: exact match of a model on a user's own problems ([(line number, problem)], as
-    logic_data.read_problems reads them), with its first mistakes."""
+    logic_data.read_problems reads them), then every mistake (the first n_show, and how many more) with its
+    line number, in the user's own names: the problem, the model's chain and the solver's."""
     renamed = []
     for i, (line, p) in enumerate(numbered):
         try:
@@ -1656,11 +1660,16 @@ def solve_problems(model, vocab, cfg, numbered, path, n_show=5):
     t, f = split(True), split(False)
     print(f"{path}: {sum(ok)} of {len(ok)} problems solved ({sum(ok) / len(ok):.1%}; "
           f"provable {sum(t)} of {len(t)}, unprovable {sum(f)} of {len(f)})")
-    wrong = [p for p, r in zip(problems, ok) if not r]
-    for p in wrong[:n_show]:
+    wrong = [(line, p) for (line, p), r in zip(numbered, ok) if not r]
+    theirs = {line: {u: a for a, u in mine.items()} for line, mine in renamed}   # back to the user's names
+    for line, p in wrong[:n_show]:
         ids, n_prompt = vocab.encode(p)
-        print()
-        show(vocab, p, vocab.decode(generate(model, vocab, ids[:n_prompt])))
+        back = lambda tokens: ' '.join(theirs.get(line, {}).get(t, t) for t in tokens)
+        print(f"\nline {line}: {back(logic_data.problem_tokens(p)[0][:-1])}\n  model:  "
+              f"{back(vocab.decode(generate(model, vocab, ids[:n_prompt])).split())}\n  solver: "
+              f"{back(logic_data.problem_tokens(p)[1])}")
+    if len(wrong) > n_show:
+        print(f"\n... and {len(wrong) - n_show} more mistakes (lines {', '.join(str(line) for line, _ in wrong[n_show:])})")
     return sum(ok) / len(ok)
 
 

@@ -90,9 +90,15 @@ def cells(base, seeds, quick=False, only=None):
     return todo
 
 
+def slug(label):
+    """A row's name as one word, for a command line and a file name: 'copy-attn + freeze-emb' ->
+    'copy-attn-freeze-emb' (no quotes to lose in xargs or a SLURM script)."""
+    return re.sub(r'[^a-z0-9.]+', '-', label.lower()).strip('-')
+
+
 def cell_file(out, label, seed):
-    """Where a cell writes its result: out/cells/<label as a file name>-seed<seed>.json."""
-    return os.path.join(out, 'cells', re.sub(r'[^a-z0-9]+', '-', label.lower()).strip('-') + f'-seed{seed}.json')
+    """Where a cell writes its result: out/cells/<the row's slug>-seed<seed>.json."""
+    return os.path.join(out, 'cells', f'{slug(label)}-seed{seed}.json')
 
 
 def run_cell(label, cfg, quick):
@@ -367,8 +373,8 @@ def parse_args(argv=None):
     what = p.add_mutually_exclusive_group()
     what.add_argument('--cells', action='store_true', help="print the missing cells' commands, one a line "
                       '(for xargs -P, GNU parallel or a SLURM array), and nothing else')
-    what.add_argument('--cell', metavar='ROW', help="run one cell (a row's name as --cells prints it) and "
-                      'write its file')
+    what.add_argument('--cell', metavar='ROW', help="run one cell (a row's name, or the one word --cells "
+                      'prints for it) and write its file')
     what.add_argument('--table', metavar='DIR', help='build the table from the cells in DIR')
     p.add_argument('--seed', type=int, default=0, help='with --cell: the seed')
     p.add_argument('--workers', type=int, default=os.cpu_count() or 1, help='cells at a time (plain run)')
@@ -396,7 +402,7 @@ def command(args, out, label=None, seed=0):
              (f'--device {args.device}', args.device != 'cpu'),
              (f'--precision {args.precision}', args.precision != 'auto')]
     script = os.path.relpath(os.path.abspath(__file__))
-    cell = [f'--cell {shlex.quote(label)}', f'--seed {seed}'] if label else []
+    cell = [f'--cell {slug(label)}', f'--seed {seed}'] if label else []
     return ' '.join([sys.executable if label else 'python', script, *[f for f, on in given if on], *cell,
                      f'--out {shlex.quote(out)}'])
 
@@ -453,15 +459,16 @@ def main(argv=None):
                     print(command(args, out, label, cfg.seed).replace(sys.executable, 'python', 1))
             return
         if args.cell:
-            cfg = next((cfg for label, cfg in cells(base, [args.seed], quick) if label == args.cell), None)
+            label, cfg = next(((label, cfg) for label, cfg in cells(base, [args.seed], quick)
+                               if args.cell in (label, slug(label))), (None, None))
             if cfg is None:
                 p.error(f"--cell {args.cell!r}: no such cell (--cells lists them)")
-            path = cell_file(out, args.cell, args.seed)
+            path = cell_file(out, label, args.seed)
             if os.path.exists(path):
                 read_cell(path, cfg)
                 return print(f"{path}: already there (remove it to run the cell again)")
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            result = run_cell(args.cell, cfg, quick)
+            result = run_cell(label, cfg, quick)
             with whole(path) as part, open(part, 'w') as f:
                 json.dump(result, f)
             return print(f"wrote {path} ({result['wall']:.0f} s)")
