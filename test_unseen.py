@@ -2785,3 +2785,18 @@ def test_the_lemmas_picture_shows_every_line_the_bound_and_nothing_off_its_axes(
         y = line.get_ydata()
         assert low < y.min() and y.max() < high, line.get_label()
     assert 'Lemma 4.1' in fig._suptitle.get_text()
+
+
+def test_the_rows_picture_of_a_frozen_model_says_why_nothing_moves(monkeypatch, tmp_path):
+    """Two identical panels (the start and the end of a frozen model) looked like a bug: a frozen model's rows
+    are one panel that says they are frozen; a trained model's are two, the start and the end."""
+    figures = []
+    monkeypatch.setattr(U, 'savefig', lambda fig, path: figures.append(fig))
+    vocab = L.Vocab(TINY.n_symbols)
+    for cfg in (replace(TINY, freeze_emb=True), TINY):
+        U.plot_rows(U.make_model(cfg), cfg, vocab, str(tmp_path / 'rows.png'))
+    frozen, trained = figures
+    assert len(frozen.axes) == 1 and 'start and end of training' in frozen.axes[0].get_title()
+    assert 'no gradient ever moves them' in frozen._suptitle.get_text()
+    assert [ax.get_title().split(':')[0] for ax in trained.axes] == ['start of training', 'end of training']
+    assert all(len(ax.collections) == 2 for ax in frozen.axes + trained.axes)   # training and unseen names

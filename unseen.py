@@ -1256,21 +1256,25 @@ def principal_plane(w):
 
 def plot_rows(model, cfg, vocab, path):
     """The collapse as a picture: the unembedding rows on their first two principal components, at the
-    start of training (rebuilt from the seed) and at the end."""
-    initial = make_model(replace(cfg, device='cpu')).lm_head.weight
+    start of training (rebuilt from the seed) and at the end; frozen rows (--freeze-emb) in one panel, for
+    the start and the end are the same rows."""
+    initial, frozen = make_model(replace(cfg, device='cpu')).lm_head.weight, cfg.freeze_emb
     plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.6))
+    fig, axes = plt.subplots(1, 1 if frozen else 2, figsize=(6 if frozen else 10, 4.6), squeeze=False)
     pick = torch.randperm(len(vocab.train_ids), generator=torch.Generator().manual_seed(0))[:1000]
     train_ids = torch.tensor(vocab.train_ids)[pick]                 # 1000 of the training rows: enough to see
-    panels = ((axes[0], initial, 'start of training'), (axes[1], model.lm_head.weight, 'end of training'))
+    panels = ((axes[0, 0], model.lm_head.weight if frozen else initial,
+               'start and end of training' if frozen else 'start of training'),) + \
+        (() if frozen else ((axes[0, 1], model.lm_head.weight, 'end of training'),))
     for ax, w, when in panels:
         xy = principal_plane(w)                                         # (V, 2)
         ax.scatter(*xy[train_ids].T, s=4, alpha=0.4, label='training names (1000 of them)')
         ax.scatter(*xy[vocab.unseen_ids].T, s=10, color='tab:red', label='unseen names (100)')
         ax.set(title=f'{when}: unseen-row cosine {cos_str(mean_pairwise_cosine(w[vocab.unseen_ids]))}',
                xlabel='PC 1', ylabel='PC 2')
-    axes[0].legend(loc='lower left', fontsize=8)
-    fig.suptitle(f'{run_name(cfg)}: unembedding rows, first two principal components')
+    axes[0, 0].legend(loc='lower left', fontsize=8)
+    fig.suptitle(f'{run_name(cfg)}: unembedding rows, first two principal components' + (
+        '\nfrozen at their orthogonal start: no gradient ever moves them' if frozen else ''))
     fig.tight_layout()
     savefig(fig, path)
     plt.close(fig)

@@ -273,20 +273,64 @@ def grid_problems(base):
     return f'{kind}, depth 1-{base.max_depth}'
 
 
+# the grid's rows in the paper's words, grouped by its story (a row of another grid keeps its flags' name)
+STORY = [('the failure', [('standard', 'standard transformer'), ('untied', 'untied (un)embeddings'),
+                          ('no-identity', 'without identity terms')]),
+         ('copy attention alone', [('copy-attn', 'copy attention'), ('copy-pointer', 'copy attention, pointer form')]),
+         ('the fix: frozen rows', [('freeze-emb', 'frozen (un)embeddings'),
+                                   ('copy-attn + freeze-emb', 'copy attention + frozen'),
+                                   ('freeze-unused', 'only the never-target rows frozen')]),
+         ('resets', [('forget-every', 'rows reset every 100 steps'),
+                     ('copy-attn + forget-every', 'copy attention + resets'),
+                     ('forget-every + until', 'resets until halfway, then none'),
+                     ('copy-pointer + forget-every + until', 'pointer copy + resets until halfway')]),
+         ('diversity', [])]
+
+
+def plain(label):
+    """(group, the row's name in words) of a grid row's label."""
+    if 'symbols' in label:
+        model, n = label.split(', ')
+        return 'diversity', f"{'frozen' if model == 'freeze-emb' else 'standard'}, {n.replace('symbols', 'names')}"
+    key = ' + '.join(w for w in label.split(' + ') if not w.startswith(('emb-lr', 'forget-every', 'until')))
+    key = ' + '.join(filter(None, [key, 'forget-every' * ('forget-every' in label), 'until' * ('until' in label)]))
+    for group, rows in STORY:
+        for flags, words in rows:
+            if key == flags:
+                return group, words
+    return 'other rows', label
+
+
 def grid_plot(results, path, title):
+    """Exact match in each scenario, a bar a row (mean over seeds, whiskers min to max), the rows grouped by
+    the paper's story and named in its words."""
     plt = pyplot()
     labels = list(dict.fromkeys(r['row'] for r in results))
-    fig, ax = plt.subplots(figsize=(10, 0.45 * len(labels) + 1.5))
+    order = [g for g, _ in STORY] + ['other rows']
+    labels.sort(key=lambda lab: order.index(plain(lab)[0]))           # stable: the grid's order in a group
+    y, ticks, groups, last = [], [], [], None
+    for lab in labels:
+        group, words = plain(lab)
+        if group != last:
+            groups.append((len(y) + len(groups), group))
+            last = group
+        y.append(len(y) + len(groups))
+        ticks.append(words)
+    fig, ax = plt.subplots(figsize=(11, 0.42 * (len(labels) + len(groups)) + 1.5))
+    colours = dict(none='tab:blue', query='tab:orange', all='tab:red')
     for k, s in enumerate(logic_data.SCENARIOS):
         vals = [[100 * r[s] for r in results if r['row'] == lab] for lab in labels]
         mean = [sum(v) / len(v) for v in vals]
         err = [[m - min(v) for m, v in zip(mean, vals)], [max(v) - m for m, v in zip(mean, vals)]]
-        ax.barh([i + (k - 1) * 0.27 for i in range(len(labels))], mean, height=0.27, xerr=err, label=s,
-                capsize=2)
-    ax.set_yticks(range(len(labels)), labels)
+        names = dict(none='training names', query='the query unseen', all='every name unseen')
+        ax.barh([i + (k - 1) * 0.27 for i in y], mean, height=0.27, xerr=err, label=names[s], capsize=2,
+                color=colours[s])
+    for at, group in groups:
+        ax.text(-1, at, group, fontweight='bold', ha='right', va='center', fontsize=10)
+    ax.set_yticks(y, ticks)
     ax.invert_yaxis()
-    ax.set(xlabel='exact match (%), mean over seeds, bars: min to max', xlim=(0, 100), title=title)
-    ax.legend(title='unseen names', loc='upper left', bbox_to_anchor=(1.01, 1))   # outside: bars reach 100
+    ax.set(xlabel='exact match (%), mean over seeds, whiskers: min to max', xlim=(0, 100), title=title)
+    ax.legend(loc='upper left', bbox_to_anchor=(1.01, 1))   # outside: bars reach 100
     fig.tight_layout()
     savefig(fig, path)
     plt.close(fig)

@@ -34,6 +34,7 @@ from torch.nn import functional as F                           # noqa: E402
 
 import logic_data as L                                         # noqa: E402
 import unseen                                                  # noqa: E402
+from theory_demo import pairwise_cosines, unit_rows            # noqa: E402  (the lemma's helpers)
 
 UNUSED = re.compile(r'^(\[unused\d+\]|<unused\d+>)$')
 # the problem's special tokens as word pieces (each a single piece of the vocabulary); <pad>, <eos> and the
@@ -92,19 +93,6 @@ def matrices(folder, config, model):
                 return E, (name, W)
     return E, None
 
-
-
-def unit_rows(E):
-    """Each row scaled to length 1 (an all-zero row stays zero)."""
-    return E / np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12)
-
-
-def pairwise_cosines(E):
-    """The cosine of every distinct pair of rows: their distribution, for a histogram (the collapse metric,
-    their mean, is unseen.mean_pairwise_cosine)."""
-    unit = unit_rows(E)
-    i, j = np.triu_indices(len(E), k=1)
-    return (unit @ unit.T)[i, j]
 
 
 def find_cluster(W, tight=0.8, sample=8192, seed=0):

@@ -345,3 +345,18 @@ def test_real_model_refuses_a_flag_of_the_other_part(tmp_path):
                        (['--finetune', '--quick', '--ft-steps', '10'], '--quick sets --ft-steps 100')):
         code, _, err = run(R, str(tmp_path), *args, '--out', str(tmp_path / 'out'))
         assert code == 2 and says in err, err
+
+
+def test_the_grid_picture_groups_the_rows_by_the_papers_story_in_plain_words(monkeypatch):
+    figures = []
+    monkeypatch.setattr(G, 'savefig', lambda fig, path: figures.append(fig))
+    labels = [label for label, _ in G.grid_rows(U.Config(**G.GRID))]
+    results = [dict(row=label, none=0.9, query=0.5, all=0.1 * k % 1) for k, label in enumerate(labels)]
+    G.grid_plot(results, 'grid.png', 'a title')
+    ax = figures[0].axes[0]
+    ticks = [t.get_text() for t in ax.get_yticklabels()]
+    assert len(ticks) == len(labels) and not set(ticks) & set(labels) and not any('emb-lr' in t for t in ticks)
+    assert ticks[:3] == ['standard transformer', 'without identity terms', 'untied (un)embeddings']
+    groups = [t.get_text() for t in ax.texts]
+    assert groups == ['the failure', 'copy attention alone', 'the fix: frozen rows', 'resets', 'diversity']
+    assert len(ax.patches) == 3 * len(labels)                       # a bar per row and scenario
