@@ -225,7 +225,7 @@ def to_text(p):
 UNSEEN_NOTE = re.compile(r'\s+\(unseen:[^()]*\)\s*$')
 
 
-JOINERS = '\u200c\u200d'   # zero-width non-joiner and joiner: inside a name (Persian, Indic scripts), never alone
+JOINERS = '\u200c\u200d'   # zero-width non-joiner and joiner: inside a name (Persian, Indic), never alone
 ARROW = re.compile(r'->|[-=<>\u2190-\u21ff\u27f5-\u27ff]')   # '->' or a piece of another arrow (=>, -->, →)
 
 
@@ -267,7 +267,8 @@ def normalised(text):
 def parse(text):
     """Text form -> Problem, labelled by the solver. The part after ':' is optional; if given, it must
     be the solver's chain and answer. Raises ValueError with a one-line reason on malformed text."""
-    typed, text = normalised(text), UNSEEN_NOTE.sub('', unicodedata.normalize('NFKC', text))   # look-alikes: one
+    typed = normalised(text)                                            # look-alikes on screen: one name
+    text = UNSEEN_NOTE.sub('', unicodedata.normalize('NFKC', text))
     if text.count(':') > 1:
         raise ValueError("more than one ':' (the solution comes after a single ':')")
     problem, _, solution = text.partition(':')
@@ -381,9 +382,9 @@ def parse_line(line, max_tokens=None):
 
 SHAPE_LIMITS = dict(facts=(1, 6), side=(0, 2), dead=(0, 3))   # per problem, inclusive
 # Training may draw more dead rules than the tests (max_dead: the demo's 3, at most 7: as many rules as the
-# tests 4 steps beyond have), for models fail on more rules than training ever had. Facts were 1-4 until the models turned out to
-# take the first four slots of a prompt for the facts: checkpoints from then read as max_facts=4 (and
-# max_dead=3), and --max-facts 4 trains one again.
+# tests 4 steps beyond have), for models fail on more rules than training ever had. Facts were 1-4 until the
+# models turned out to take the first four slots of a prompt for the facts: checkpoints from then read as
+# max_facts=4 (and max_dead=3), and --max-facts 4 trains one again.
 # shape families (facts, side rules, dead rules) never drawn for training: the test of shapes never seen.
 # (1, 0, 0) is the smallest problem, 'u1 . u1 -> u2 . ? u2'; the other two are a middle and a wide one.
 HELD_OUT = ((1, 0, 0), (2, 1, 2), (4, 2, 0))

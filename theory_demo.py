@@ -183,11 +183,13 @@ def plot_lemma(runs, path):
         most = max(max(tr['dist_unseen'].max(), tr['dist_seen'].max()) for tr in runs.values())
         least = floor * min(tr['dist_unseen'][0] for tr in runs.values())
         bottom.axhline(least, color='grey', lw=0.8, ls='--')
-        bottom.text(len(tr['cos_unseen']) - 1, least * 3, 'float precision', color='grey', ha='right', fontsize=9)
+        bottom.text(len(tr['cos_unseen']) - 1, least * 3, 'float precision', color='grey', ha='right',
+                    fontsize=9)
         bottom.set(xlabel='step', ylabel='mean pairwise distance (log)', ylim=(least / 10, most * 100))
     handles, labels = axes[1, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc='lower center', ncol=3, fontsize=10)
-    fig.suptitle('Lemma 4.1: never-seen classes collapse under weight decay (red: never a label; blue: labels)')
+    fig.suptitle('Lemma 4.1: never-seen classes collapse under weight decay\n'
+                 '(red: never a label; blue: labels)')
     fig.tight_layout(rect=(0, 0.09, 1, 1))
     unseen.savefig(fig, path)
     plt.close(fig)
@@ -250,8 +252,8 @@ def replacing(path):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog='theory_demo.py', description='Lemma 4.1 numerically: the unseen rows of '
-                                'a softmax classifier collapse under weight decay.',
+    p = argparse.ArgumentParser(prog='theory_demo.py', description='Lemma 4.1 numerically: the unseen rows '
+                                'of a softmax classifier collapse under weight decay.',
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument('--optimizers', default='gd,sgd', help='comma-separated: gd, sgd, adamw')
     p.add_argument('--eta', type=float, default=1.0, help='step size')
@@ -294,7 +296,7 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    if sys.stdout is None:        # started with its output closed (`>&-`): its verdict would be seen by no one
+    if sys.stdout is None:        # started with its output closed (`>&-`): its verdict would reach no one
         sys.exit('error: no standard output (it is closed); give the demo somewhere to print')
     L.stop_on_signals()
     try:

@@ -661,8 +661,8 @@ def verdict(cfg, history, headline, shapes=None, predictions=None):
         lines.append(f"         its unseen unembeddings collapsed (mean cosine {last['cos_unseen']:.2f}): it "
                      "cannot tell unseen symbols apart.")
     elif not cfg.freeze_emb and last['norm_unseen'] < 0.5 * last['norm_train']:
-        lines.append(f"         its unseen unembeddings shrank (mean norm {last['norm_unseen']:.2f}, training "
-                     f"rows {last['norm_train']:.2f}): their logits lose to the training names'.")
+        lines.append(f"         its unseen unembeddings shrank (mean norm {last['norm_unseen']:.2f}, "
+                     f"training rows {last['norm_train']:.2f}): their logits lose to the training names'.")
     lines += reset_note(cfg, last.get('step', cfg.steps))       # which model a resetting run is judged by
     lines.append(f"         ({run_name(cfg)}: {attention_summary(cfg)})")
     return '\n'.join(lines)
@@ -746,7 +746,7 @@ class Meter:
         return time.time()
 
     def read(self, step, evaluation_started):
-        """The log line's speed figures at `step` (an evaluation has just ended), the counts then restarted."""
+        """The log line's speed figures at `step` (an evaluation just ended); the counts then restart."""
         self.clock['eval_seconds'] += time.time() - evaluation_started
         self.clock['evals'] += 1
         seconds, flops = sum(self.seconds), sum(self.flops)
@@ -1416,8 +1416,8 @@ def stopped(e, out, created, saved=None):
     """A run stopped (a signal, a loss gone nan, its output closed): one line, no empty run folder left."""
     unlock(out)
     if saved:
-        raise Stopped(f"error: interrupted after training; the trained model is saved in {saved} (without the "
-                      "tests of shapes it never trained on: --ckpt runs them)")
+        raise Stopped(f"error: interrupted after training; the trained model is saved in {saved} (without "
+                      "the tests of shapes it never trained on: --ckpt runs them)")
     if created and not os.listdir(out):
         os.rmdir(out)
     if isinstance(e, BrokenPipeError):   # `| head`: the reader has gone, and a run nobody reads stops
@@ -1430,14 +1430,14 @@ def stopped(e, out, created, saved=None):
 
 
 class Stopped(SystemExit):
-    """A run stopped by a signal (or its output gone): its one line said, the program ends at once (end_now)."""
+    """A run stopped by a signal (or its output gone): its one line said, it ends at once (end_now)."""
 
 
 def end_now(line):
     """The line, then gone: this process's children (torch.compile's workers) killed, and no wait at exit for
     a compile in flight (Python would join its threads first: minutes on a busy laptop)."""
     print(line, file=sys.stderr, flush=True)
-    for stat in glob.glob('/proc/[0-9]*/stat'):           # (Linux; elsewhere the children end with their pipes)
+    for stat in glob.glob('/proc/[0-9]*/stat'):     # (Linux; elsewhere the children end with their pipes)
         with contextlib.suppress(OSError, ValueError, IndexError):
             if int(open(stat).read().rsplit(')', 1)[1].split()[1]) == os.getpid():
                 os.kill(int(stat.split('/')[2]), signal.SIGKILL)
@@ -1545,8 +1545,8 @@ def ask(model, vocab, cfg, text):
         if k < len(want):
             rank = (logits.float() > logits.float()[want[k]]).sum().item() + 1
             line += (f"   solver's {marked(vocab, vocab.itos[want[k]])}: rank {rank:,} "
-                     f"({logits.float()[want[k]].item():.2f})" + (' after its own mistake' if wrong is not None
-                                                                    and k > wrong else ''))
+                     f"({logits.float()[want[k]].item():.2f})"
+                     + (' after its own mistake' if wrong is not None and k > wrong else ''))
         print(line)
     return ok
 
@@ -1584,7 +1584,7 @@ def load_checkpoint(path, device='cpu'):
         raise ValueError(f"{path} is not a checkpoint written by this unseen.py ({type(e).__name__})") from e
     if not (isinstance(ck, dict) and isinstance(ck.get('config'), dict) and isinstance(ck.get('model'), dict)
             and 'digest' in ck):
-        raise ValueError(f"{path} is not a checkpoint written by this unseen.py (no model, config and digest)")
+        raise ValueError(f"{path} is not a checkpoint written by this unseen.py (no model, config, digest)")
     stored, retired = current_config(ck['config'])
     error = retired or field_error(stored)
     cfg = None if error else Config(**{**stored, 'device': device})
@@ -1598,10 +1598,11 @@ def load_checkpoint(path, device='cpu'):
         raise ValueError(f"{path}: its weights do not fit its stored configuration ({odd[0]} is "
                          f"{'in the weights, not in the model' if odd[0] in weights else 'missing'}): "
                          "edited?")
-    shaped = next((k for k, w in want.items() if not torch.is_tensor(weights[k]) or weights[k].shape != w.shape),
-                  None)
+    fits = lambda k: torch.is_tensor(weights[k]) and weights[k].shape == want[k].shape
+    shaped = next((k for k in want if not fits(k)), None)
     if shaped:
-        held = list(weights[shaped].shape) if torch.is_tensor(weights[shaped]) else type(weights[shaped]).__name__
+        w = weights[shaped]
+        held = list(w.shape) if torch.is_tensor(w) else type(w).__name__
         raise ValueError(f"{path}: its weights {shaped} are {held}, its stored configuration makes them "
                          f"{list(want[shaped].shape)}: edited?")
     damaged = digest(weights) != ck['digest']
@@ -1645,8 +1646,9 @@ def solve_problems(model, vocab, cfg, numbered, path, n_show=20):
     problems = [p for _, p in numbered]
     typed = [(line, p.how['normalised']) for line, p in numbered if p.how and 'normalised' in p.how]
     if typed:
-        print(f"note: {len(typed)} of {len(problems)} problems read as Unicode normalises them (NFKC: look-alikes "
-              f"are one name; line {typed[0][0]}: {', '.join(f'{a} -> {b}' for a, b in typed[0][1].items())})")
+        line, words = typed[0]
+        print(f"note: {len(typed)} of {len(problems)} problems read as Unicode normalises them (NFKC: "
+              f"look-alikes are one name; line {line}: {', '.join(f'{a} -> {b}' for a, b in words.items())})")
     if renamed:
         line, mine = renamed[0]
         print(f"note: {len(renamed)} of {len(problems)} problems use names new to this model, written as "
@@ -1673,7 +1675,8 @@ def solve_problems(model, vocab, cfg, numbered, path, n_show=20):
               f"{back(vocab.decode(generate(model, vocab, ids[:n_prompt])).split())}\n  solver: "
               f"{back(logic_data.problem_tokens(p)[1])}")
     if len(wrong) > n_show:
-        print(f"\n... and {len(wrong) - n_show} more mistakes (lines {', '.join(str(line) for line, _ in wrong[n_show:])})")
+        lines = ', '.join(str(line) for line, _ in wrong[n_show:])
+        print(f"\n... and {len(wrong) - n_show} more mistakes (lines {lines})")
     return sum(ok) / len(ok)
 
 
@@ -1754,81 +1757,83 @@ def config_from_args(args):
                                                          and cfg.device != 'mps'))
 
 
+# the command line's flags: one for each Config field named here, its type and default from Config, its help
+# from here (the layout's fields: their defaults by --layout, LAYOUT_DEFAULTS)
+HELP = dict(
+    n_symbols='training symbol pool (diversity)',
+    max_depth='longest planted derivation',
+    max_premises='premises per rule (1 to 3; 1: no conjunctions)',
+    curriculum='training problems start at depth 1, one depth more every N steps (0: every depth from the start)',
+    broken='share of the unprovable problems whose planted path breaks at a random step (the chain stops early '
+           'or never starts)',
+    layout='shapes: problems of many shapes; template: one layout (2 facts, the path, 2 dead rules)',
+    shape_curriculum='with --curriculum: small shapes first, every shape from the last stage',
+    balance='training chains of every length about equally often; --no-balance: as drawn',
+    max_facts='the most facts a problem has (layout shapes)',
+    max_dead='the most dead rules (never firing) a training problem has (layout shapes; the tests 0-3)',
+    max_side='the most side rules (firing, not needed) a training problem has (layout shapes; the tests 0-2; 6: '
+             'chains as long as the tests 4 steps beyond have)',
+    n_layer='transformer blocks', n_head='attention heads', n_embd='model width',
+    copy_attn='add copy attention (it copies raw input tokens)',
+    copy_form="residual: add the attended raw embeddings to the residual stream; pointer: add copy logits for "
+              "the attended tokens' ids",
+    identity="Boix-Adsera et al.'s identity terms (a_h I, b_h I) in every attention head",
+    tie_emb='(--untie-emb) separate input embedding and unembedding (equal at first)',
+    shift='training reads each problem from row 0 or row N of the position table, the tests from row N (keep N '
+          'even)',
+    freeze_emb='orthogonal (un)embeddings, never updated',
+    freeze_unused='freeze only the rows of tokens never a training target',
+    forget_every="re-draw the names' (un)embedding rows and their AdamW state every K steps, and on the last step",
+    forget_until='no resets after step N (0: never stop)',
+    steps='training steps', batch_size='problems a step',
+    optimizer="muon: Muon on the blocks' matrices, AdamW on the rest; adamw: AdamW on everything",
+    lr="AdamW's rate", emb_lr="the names' rows' AdamW rate, as a share of --lr",
+    muon_lr="Muon's rate (with --optimizer muon)", weight_decay='AdamW decay, (un)embeddings included',
+    decay='the share of the steps, at the end, over which the rate decays to --lr-floor of it',
+    lr_floor='the rate at the end, as a share of the full rate',
+    ema='evaluate and save a moving average of the weights with this decay (0: the last weights)',
+    eval_every='evaluate (a log line) every this many steps', eval_n='test problems per scenario',
+    seed='the seed of the model, the training problems and the tests')
+METAVAR = dict(shift='N', curriculum='N', forget_every='K', forget_until='N')
+
+
 def parse_args(argv=None):
-    """The command line: its flags here, its checks in check_args and config_error."""
-    d = Config()
+    """The command line: a flag for each Config field in HELP, the run's own flags, then the checks
+    (check_args, config_error)."""
     p = argparse.ArgumentParser(prog='unseen.py', description='Train a transformer on Horn-clause logic and '
                                 'test it on unseen symbols.',
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    a = p.add_argument
-    by_layout = lambda key: '%(default)s: by --layout, ' + ', '.join(f'{layout} {v[key]}'
-                                                                     for layout, v in LAYOUT_DEFAULTS.items())
-    a('--unseen', choices=logic_data.SCENARIOS, default='all', help='test scenario the verdict reports')
-    a('--copy-attn', action='store_true', help='add copy attention (it copies raw input tokens)')
-    a('--copy-form', choices=('residual', 'pointer'), default=d.copy_form, help='residual: add the attended '
-      "raw embeddings to the residual stream; pointer: add copy logits for the attended tokens' ids")
-    a('--identity', action=argparse.BooleanOptionalAction, default=d.identity,
-      help="Boix-Adsera et al.'s identity terms (a_h I, b_h I) in every attention head")
-    a('--shift', type=int, default=None, metavar='N', help=by_layout('shift') + ': training reads each '
-      'problem from row 0 or row N of the position table, the tests from row N (keep N even)')
-    a('--freeze-emb', action='store_true', help='orthogonal (un)embeddings, never updated')
-    a('--freeze-unused', action='store_true', help='freeze only the rows of tokens never a training target')
-    a('--untie-emb', action='store_true', help='separate input embedding and unembedding (equal at first)')
-    a('--forget-every', type=int, default=0, metavar='K', help="re-draw the names' (un)embedding rows and "
-      'their AdamW state every K steps, and on the last step')
-    a('--forget-until', type=int, default=0, metavar='N', help='no resets after step N (0: never stop)')
-    a('--n-symbols', type=int, default=d.n_symbols, help='training symbol pool (diversity)')
-    a('--max-depth', type=int, default=d.max_depth, help='longest planted derivation')
-    a('--max-facts', type=int, default=d.max_facts, help='the most facts a problem has (layout shapes)')
-    a('--max-dead', type=int, default=d.max_dead, help='the most dead rules (never firing) a training '
-      'problem has (layout shapes; the tests 0-3)')
-    a('--max-side', type=int, default=d.max_side, help='the most side rules (firing, not needed) a training '
-      'problem has (layout shapes; the tests 0-2; 6: chains as long as the tests 4 steps beyond have)')
-    a('--max-premises', type=int, default=None, help=by_layout('max_premises') + ': premises per rule '
-      '(1 to 3; 1: no conjunctions)')
-    a('--curriculum', type=int, default=None, metavar='N', help=by_layout('curriculum') + ': training '
-      'problems start at depth 1, one depth more every N steps (0: every depth from the start)')
-    a('--broken', type=float, default=d.broken, help='share of the unprovable problems whose planted path '
-      'breaks at a random step (the chain stops early or never starts)')
-    a('--layout', choices=logic_data.LAYOUTS, default=d.layout, help='shapes: problems of many shapes; '
-      'template: one layout (2 facts, the path, 2 dead rules)')
-    a('--shape-curriculum', action=argparse.BooleanOptionalAction, default=d.shape_curriculum,
-      help='with --curriculum: small shapes first, every shape from the last stage')
-    a('--balance', action=argparse.BooleanOptionalAction, default=None, help=by_layout('balance') + ': '
-      'training chains of every length about equally often; --no-balance: as drawn')
-    a('--n-layer', type=int, default=None, help=by_layout('n_layer'))
-    a('--n-head', type=int, default=None, help=by_layout('n_head'))
-    a('--n-embd', type=int, default=d.n_embd, help='model width')
-    a('--steps', type=int, default=None, help=by_layout('steps'))
-    a('--batch-size', type=int, default=None, help=by_layout('batch_size'))
-    a('--optimizer', choices=('muon', 'adamw'), default=None, help=by_layout('optimizer') + ": muon: Muon on "
-      "the blocks' matrices, AdamW on the rest; adamw: AdamW on everything")
-    a('--lr', type=float, default=None, help=by_layout('lr') + ": AdamW's rate")
-    a('--emb-lr', type=float, default=d.emb_lr, help="the names' rows' AdamW rate, as a share of --lr")
-    a('--muon-lr', type=float, default=d.muon_lr, help="Muon's rate (with --optimizer muon)")
-    a('--decay', type=float, default=None, help=by_layout('decay') + ': the share of the steps, at the end, '
-      'over which the rate decays to --lr-floor of it')
-    a('--lr-floor', type=float, default=d.lr_floor, help='the rate at the end, as a share of the full rate')
-    a('--weight-decay', type=float, default=d.weight_decay, help='AdamW decay, (un)embeddings included')
-    a('--ema', type=float, default=None, help=by_layout('ema') + ': evaluate and save a moving average of '
-      'the weights with this decay (0: the last weights)')
-    a('--eval-every', type=int, default=d.eval_every)
-    a('--eval-n', type=int, default=d.eval_n, help='test problems per scenario')
-    a('--seed', type=int, default=d.seed)
-    a('--device', default='auto', help='auto, cpu, cuda or mps')
-    a('--precision', choices=('auto', 'fp32', 'bf16'), default='auto', help='bf16: matrix products in '
-      'bfloat16 (autocast); auto: bf16 where the hardware is fast at it')
-    a('--compile', choices=('auto', 'on', 'off'), default='auto', help="the attention and the MLP through "
-      "torch.compile (the same functions, half the memory; a 20-30 s compile first); auto: in runs of 1000 "
-      "steps or more")
-    a('--out', default=None, help='output folder; %(default)s: runs/<time>_<switches>')
-    a('--ask', metavar='TEXT', help="solve one problem, e.g. 'u1 . u1 -> u2 . ? u2', with --ckpt (a name "
-      "holds letters with their marks, digits and _, in any script, read as Unicode normalises it (NFKC); "
-      "premises are separated by spaces)")
-    a('--problems', metavar='FILE', help='with --ckpt: solve every problem in FILE (one per line: the text '
-      'form, or JSON lines from logic_data.py --jsonl)')
-    a('--ckpt', metavar='PATH', help='a checkpoint of a training run: evaluate it on its test sets, or '
-      'solve one problem with --ask, or a file with --problems')
+    p.add_argument('--unseen', choices=logic_data.SCENARIOS, default='all', help='test scenario the verdict '
+                   'reports')
+    for f in fields(Config):
+        if f.name not in HELP:
+            continue
+        flag, by_layout, text = '--' + f.name.replace('_', '-'), f.name in LAYOUT_DEFAULTS['shapes'], HELP[f.name]
+        if by_layout:                         # None: the layout's
+            text = '%(default)s: by --layout, ' + ', '.join(f'{layout} {v[f.name]}' for layout, v in
+                                                            LAYOUT_DEFAULTS.items()) + ': ' + text
+        if f.name == 'tie_emb':               # on by default: the flag turns it off
+            p.add_argument('--untie-emb', action='store_true', help=text.split(') ', 1)[1])
+        elif f.type is bool:
+            p.add_argument(flag, default=f.default, help=text, action='store_true' if f.default is False else
+                           argparse.BooleanOptionalAction)
+        else:
+            p.add_argument(flag, type=None if f.type is str else f.type, default=f.default, help=text,
+                           choices=CHOICES.get(f.name), metavar=METAVAR.get(f.name))
+    p.add_argument('--device', default='auto', help='auto, cpu, cuda or mps')
+    p.add_argument('--precision', choices=('auto', 'fp32', 'bf16'), default='auto', help='bf16: matrix products '
+                   'in bfloat16 (autocast); auto: bf16 where the hardware is fast at it')
+    p.add_argument('--compile', choices=('auto', 'on', 'off'), default='auto', help='the attention and the MLP '
+                   'through torch.compile (the same functions, half the memory; a 20-30 s compile first); '
+                   'auto: in runs of 1000 steps or more')
+    p.add_argument('--out', default=None, help='output folder; %(default)s: runs/<time>_<switches>')
+    p.add_argument('--ask', metavar='TEXT', help="solve one problem, e.g. 'u1 . u1 -> u2 . ? u2', with --ckpt "
+                   '(a name holds letters with their marks, digits and _, in any script, read as Unicode '
+                   'normalises it (NFKC); premises are separated by spaces)')
+    p.add_argument('--problems', metavar='FILE', help='with --ckpt: solve every problem in FILE (one per line: '
+                   'the text form, or JSON lines from logic_data.py --jsonl)')
+    p.add_argument('--ckpt', metavar='PATH', help='a checkpoint of a training run: evaluate it on its test '
+                   'sets, or solve one problem with --ask, or a file with --problems')
     args = p.parse_args(argv)
     check_args(p, args)
     return args
