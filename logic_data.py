@@ -326,6 +326,11 @@ def read_problems(path, max_tokens=None, max_problems=100_000):
                 if len(raw) > longest and not raw.endswith(b'\n'):
                     raise ValueError(f'{path}, line {i}: longer than {longest:,} characters: not a problem '
                                      'this model can read')
+                if b'\x00' in raw:             # UTF-16 without its byte-order mark: every other byte zero
+                    raise ValueError(f'{path}: it holds zero bytes (UTF-16 text?); save it as UTF-8')
+                if b'\r' in raw.rstrip(b'\r\n'):  # old Mac line ends: the whole file would be one line
+                    raise ValueError(f'{path}, line {i}: its lines end in a bare CR; save it with LF or CRLF '
+                                     'line ends')
                 try:
                     line = raw.decode('utf-8-sig' if i == 1 else 'utf-8').strip()
                 except UnicodeDecodeError:

@@ -2804,3 +2804,36 @@ def test_the_rows_picture_of_a_frozen_model_says_why_nothing_moves(monkeypatch, 
     assert 'no gradient ever moves them' in frozen._suptitle.get_text()
     assert [ax.get_title().split(':')[0] for ax in trained.axes] == ['start of training', 'end of training']
     assert all(len(ax.collections) == 2 for ax in frozen.axes + trained.axes)   # training and unseen names
+
+
+def test_a_fact_asked_beside_rules_that_never_fire_is_noted_as_beyond_training():
+    """'cat . dog -> bone . mouse -> cheese . ? cat' got no note: no training problem has its query among
+    its facts while no rule fires (checked on the generator's own draws), and now the student is told."""
+    cfg = U.Config()
+    gen = cfg.gen_config(cfg.steps - 1)
+    note = L.beyond_training(gen, L.parse('cat . dog -> bone . mouse -> cheese . ? cat'))
+    assert note and 'no rule that fires, its query a fact' in note
+    assert L.beyond_training(gen, L.parse('cat . cat -> bone . ? cat')) is None       # a rule fires
+    assert L.beyond_training(gen, L.parse('cat . dog -> bone . ? bone')) is None      # not a fact: F
+    rng, names = random.Random(0), L.Vocab(cfg.n_symbols).train_names
+    for step in (0, 800, 4000):
+        assert not any('no rule that fires' in (L.beyond_training(gen, L.generate(rng, cfg.gen_config(step), names))
+                                                or '') for _ in range(500))
+
+
+@pytest.mark.parametrize('raw, says', [
+    ('a . ? a\n'.encode('utf-16-le'), 'it holds zero bytes (UTF-16 text?); save it as UTF-8'),
+    (b'a . ? a\rb . ? b\r', 'its lines end in a bare CR; save it with LF or CRLF line ends'),
+])
+def test_a_problems_file_in_utf16_or_with_bare_cr_line_ends_says_how_to_save_it(tmp_path, raw, says):
+    (tmp_path / 'p.txt').write_bytes(raw)
+    with pytest.raises(ValueError, match=re.escape(says)):
+        L.read_problems(str(tmp_path / 'p.txt'))
+    (tmp_path / 'p.txt').write_bytes(b'a . ? a\r\nb . ? b\r\n')          # CRLF (Windows): read as it is
+    assert len(L.read_problems(str(tmp_path / 'p.txt'))) == 2
+
+
+def test_a_run_too_short_for_its_average_says_the_model_is_mostly_its_initial_weights():
+    plan = U.plan(U.Config(steps=100, ema=0.999), 'out')
+    assert 'note: this 100-step run is short for that average: the model saved is 90% its initial weights' in plan
+    assert 'short for that average' not in U.plan(U.Config(), 'out')

@@ -1032,6 +1032,9 @@ def plan(cfg, out):
     if cfg.ema:
         lines.append(f"evaluated and saved: a moving average of the weights, decay {cfg.ema:g} (about the "
                      f"last {1 / (1 - cfg.ema):.0f} steps; --ema 0: the last weights)")
+        if cfg.steps < 3 / (1 - cfg.ema):    # the initial weights still weigh more than e^-3 of the average
+            lines.append(f"note: this {cfg.steps}-step run is short for that average: the model saved is "
+                         f"{cfg.ema ** cfg.steps:.0%} its initial weights (a smaller --ema, or more --steps)")
     if cfg.forget_every:
         until = f" until step {cfg.forget_until}" if cfg.forget_until and cfg.forget_until < cfg.steps else \
             ", the last on the final step: the model evaluated and saved is one just reset"

@@ -408,7 +408,7 @@ def parse_args(argv=None):
                                 'lab/grid.py): plain, it runs every missing cell here and builds the table.')
     p.add_argument('--quick', action='store_true', help='six rows, one seed, 1000 steps (about 12 min on 2 cores)')
     p.add_argument('--seeds', type=int, default=None, help='seeds per row (default 2, 1 with --quick)')
-    p.add_argument('--rows', metavar='TEXT', help="only the rows whose name holds TEXT (to grid-rows.md)")
+    p.add_argument('--rows', metavar='TEXT', help="only the rows whose name holds TEXT (to grid-rows-TEXT.md)")
     p.add_argument('--layout', choices=logic_data.LAYOUTS, default='shapes', help="the problems' layout")
     p.add_argument('--device', default='cpu', help='cpu or cuda (one thread a cell on a CPU)')
     p.add_argument('--precision', choices=('auto', 'fp32', 'bf16'), default='auto',
@@ -495,7 +495,7 @@ def main(argv=None):
     if not todo:
         p.error(f"--rows {args.rows!r}: no row of the grid{' --quick' if quick else ''} has that in its name")
     out = args.table or args.out or os.path.join('runs', 'grid-quick' if quick else 'grid')
-    tag = '' if args.rows is None else '-rows'     # a selection's table never replaces the grid's
+    tag = '' if args.rows is None else f'-rows-{slug(args.rows)}'   # never the grid's, nor another --rows'
     try:
         if args.cells:
             for label, cfg in todo:

@@ -163,7 +163,7 @@ def test_the_plain_grid_runs_each_missing_cell_as_its_own_process_then_the_table
     assert code == 0, err
     assert sorted(ran) == sorted(['standard', 'standard, 20 symbols', G.FINETUNE])
     assert '0 of 3 cells already there' in text.replace(f' in {out}', ' there')
-    assert os.path.exists(os.path.join(out, 'grid-rows.md')) and not os.path.exists(os.path.join(out, 'grid.md'))
+    assert os.path.exists(os.path.join(out, 'grid-rows-standard.md')) and not os.path.exists(os.path.join(out, 'grid.md'))
     ran.clear()
     assert run(G, '--seeds', '1', '--rows', 'standard', '--precision', 'fp32', '--out', out)[0] == 0 and ran == []   # nothing missing
 
