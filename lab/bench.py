@@ -23,13 +23,15 @@ import torch                                                   # noqa: E402
 
 @contextlib.contextmanager
 def side_by_side(n):
-    """n spawned worker processes (a standard pool), killed on the way out whatever stops the bench."""
+    """n spawned worker processes (a standard pool); whatever stops the bench kills them on its way out."""
     pool = concurrent.futures.ProcessPoolExecutor(n, mp_context=mp.get_context('spawn'))
     try:
         yield pool
-    finally:
-        for proc in list(getattr(pool, '_processes', {}).values()):
+    except BaseException:
+        for proc in list((getattr(pool, '_processes', None) or {}).values()):
             proc.kill()
+        raise
+    finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
