@@ -406,7 +406,7 @@ def table(base, todo, out, seeds, tag='', log=print):
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog='lab/grid.py', description="The paper's table as cells (see the top of "
                                 'lab/grid.py): plain, it runs every missing cell here and builds the table.')
-    p.add_argument('--quick', action='store_true', help='six rows, one seed, 1000 steps (about 12 min on 2 cores)')
+    p.add_argument('--quick', action='store_true', help='six rows, one seed, 1000 steps (15 min on 2 cores)')
     p.add_argument('--seeds', type=int, default=None, help='seeds per row (default 2, 1 with --quick)')
     p.add_argument('--rows', metavar='TEXT', help="only the rows whose name holds TEXT (to grid-rows-TEXT.md)")
     p.add_argument('--layout', choices=logic_data.LAYOUTS, default='shapes', help="the problems' layout")
