@@ -149,23 +149,28 @@ def test_a_cell_of_other_settings_or_damaged_is_refused_in_one_line_and_kept(tmp
     assert code == 1 and 'unreadable' in err and len(err.splitlines()) == 1
 
 
-def test_the_plain_grid_runs_each_missing_cell_as_its_own_process_then_the_table(tmp_path, tiny_grid, monkeypatch):
-    out = str(tmp_path / 'g')
-    ran = []
-    here = f"import sys; sys.path[:0] = [{HERE!r}]; import grid as G; G.GRID = {TINY_GRID!r}; G.GRID_POOLS = (20,); "
+def test_the_plain_grid_runs_each_missing_cell_as_its_own_process_then_the_table(tmp_path, tiny_grid,
+                                                                                  monkeypatch):
+    """Plain lab/grid.py: every missing cell as a process of its own (here two, side by side), then the
+    table; run again, nothing is missing and nothing runs."""
+    out, ran = str(tmp_path / 'g'), []
+    here = (f"import sys; sys.path[:0] = [{HERE!r}]; import grid as G; G.GRID = {TINY_GRID!r}; "
+            "G.GRID_POOLS = (20,); ")
+    flags = ['--seeds', '1', '--rows', '20 symbols', '--precision', 'fp32']
 
     def command(args, out, label=None, seed=0):
         ran.append(label)
-        call = f"G.main(['--cell', {label!r}, '--seeds', '1', '--rows', 'standard', '--precision', 'fp32', '--out', {out!r}])"
+        call = f"G.main(['--cell', {label!r}, *{flags!r}, '--out', {out!r}])"
         return f"{sys.executable} -c {shlex.quote(here + call)}"
     monkeypatch.setattr(G, 'command', command)
-    code, text, err = run(G, '--seeds', '1', '--rows', 'standard', '--precision', 'fp32', '--out', out, '--workers', '2')
+    code, text, err = run(G, *flags, '--out', out, '--workers', '2')
     assert code == 0, err
-    assert sorted(ran) == sorted(['standard', 'standard, 20 symbols', G.FINETUNE])
-    assert '0 of 3 cells already there' in text.replace(f' in {out}', ' there')
-    assert os.path.exists(os.path.join(out, 'grid-rows-standard.md')) and not os.path.exists(os.path.join(out, 'grid.md'))
+    assert sorted(ran) == ['freeze-emb, 20 symbols', 'standard, 20 symbols']
+    assert '0 of 2 cells already there' in text.replace(f' in {out}', ' there')
+    assert os.path.exists(os.path.join(out, 'grid-rows-20-symbols.md'))
+    assert not os.path.exists(os.path.join(out, 'grid.md'))
     ran.clear()
-    assert run(G, '--seeds', '1', '--rows', 'standard', '--precision', 'fp32', '--out', out)[0] == 0 and ran == []   # nothing missing
+    assert run(G, *flags, '--out', out)[0] == 0 and ran == []        # nothing missing: nothing runs
 
 
 def test_grid_command_line_refusals():
