@@ -1769,27 +1769,28 @@ HELP = dict(
     n_symbols='training symbol pool (diversity)',
     max_depth='longest planted derivation',
     max_premises='premises per rule (1 to 3; 1: no conjunctions)',
-    curriculum='training problems start at depth 1, one depth more every N steps (0: every depth from the start)',
-    broken='share of the unprovable problems whose planted path breaks at a random step (the chain stops early '
-           'or never starts)',
+    curriculum='training problems start at depth 1, one depth more every N steps (0: every depth at once)',
+    broken='share of the unprovable problems whose planted path breaks at a random step (the chain stops '
+           'early or never starts)',
     layout='shapes: problems of many shapes; template: one layout (2 facts, the path, 2 dead rules)',
     shape_curriculum='with --curriculum: small shapes first, every shape from the last stage',
     balance='training chains of every length about equally often; --no-balance: as drawn',
     max_facts='the most facts a problem has (layout shapes)',
-    max_dead='the most dead rules (never firing) a training problem has (layout shapes; the tests 0-3)',
-    max_side='the most side rules (firing, not needed) a training problem has (layout shapes; the tests 0-2; 6: '
-             'chains as long as the tests 4 steps beyond have)',
+    max_dead='the most dead rules (never firing) a training problem has (layout shapes; tests 0-3)',
+    max_side='the most side rules (firing, not needed) a training problem has (layout shapes; the tests '
+             '0-2; 6: chains as long as the tests 4 steps beyond have)',
     n_layer='transformer blocks', n_head='attention heads', n_embd='model width',
     copy_attn='add copy attention (it copies raw input tokens)',
-    copy_form="residual: add the attended raw embeddings to the residual stream; pointer: add copy logits for "
-              "the attended tokens' ids",
+    copy_form="residual: add the attended raw embeddings to the residual stream; pointer: add copy logits "
+              "for the attended tokens' ids",
     identity="Boix-Adsera et al.'s identity terms (a_h I, b_h I) in every attention head",
     tie_emb='(--untie-emb) separate input embedding and unembedding (equal at first)',
-    shift='training reads each problem from row 0 or row N of the position table, the tests from row N (keep N '
-          'even)',
+    shift='training reads each problem from row 0 or row N of the position table, the tests from row N '
+          '(keep N even)',
     freeze_emb='orthogonal (un)embeddings, never updated',
     freeze_unused='freeze only the rows of tokens never a training target',
-    forget_every="re-draw the names' (un)embedding rows and their AdamW state every K steps, and on the last step",
+    forget_every="re-draw the names' (un)embedding rows and their AdamW state every K steps, and on the "
+                 "last step",
     forget_until='no resets after step N (0: never stop)',
     steps='training steps', batch_size='problems a step',
     optimizer="muon: Muon on the blocks' matrices, AdamW on the rest; adamw: AdamW on everything",
@@ -1814,7 +1815,8 @@ def parse_args(argv=None):
     for f in fields(Config):
         if f.name not in HELP:
             continue
-        flag, by_layout, text = '--' + f.name.replace('_', '-'), f.name in LAYOUT_DEFAULTS['shapes'], HELP[f.name]
+        flag, text = '--' + f.name.replace('_', '-'), HELP[f.name]
+        by_layout = f.name in LAYOUT_DEFAULTS['shapes']
         if by_layout:                         # None: the layout's
             text = '%(default)s: by --layout, ' + ', '.join(f'{layout} {v[f.name]}' for layout, v in
                                                             LAYOUT_DEFAULTS.items()) + ': ' + text
@@ -1827,16 +1829,16 @@ def parse_args(argv=None):
             p.add_argument(flag, type=None if f.type is str else f.type, default=f.default, help=text,
                            choices=CHOICES.get(f.name), metavar=METAVAR.get(f.name))
     p.add_argument('--device', default='auto', help='auto, cpu, cuda or mps')
-    p.add_argument('--precision', choices=('auto', 'fp32', 'bf16'), default='auto', help='bf16: matrix products '
-                   'in bfloat16 (autocast); auto: bf16 where the hardware is fast at it')
-    p.add_argument('--compile', choices=('auto', 'on', 'off'), default='auto', help='the attention and the MLP '
-                   'through torch.compile (the same functions, half the memory; a 20-30 s compile first); '
-                   'auto: in runs of 1000 steps or more')
+    p.add_argument('--precision', choices=('auto', 'fp32', 'bf16'), default='auto', help='bf16: matrix '
+                   'products in bfloat16 (autocast); auto: bf16 where the hardware is fast at it')
+    p.add_argument('--compile', choices=('auto', 'on', 'off'), default='auto', help='the attention and the '
+                   'MLP through torch.compile (the same functions, half the memory; a 20-30 s compile '
+                   'first); auto: in runs of 1000 steps or more')
     p.add_argument('--out', default=None, help='output folder; %(default)s: runs/<time>_<switches>')
-    p.add_argument('--ask', metavar='TEXT', help="solve one problem, e.g. 'u1 . u1 -> u2 . ? u2', with --ckpt "
-                   '(a name holds letters with their marks, digits and _, in any script, read as Unicode '
-                   'normalises it (NFKC); premises are separated by spaces)')
-    p.add_argument('--problems', metavar='FILE', help='with --ckpt: solve every problem in FILE (one per line: '
+    p.add_argument('--ask', metavar='TEXT', help="solve one problem, e.g. 'u1 . u1 -> u2 . ? u2', with "
+                   '--ckpt (a name holds letters with their marks, digits and _, in any script, read as '
+                   'Unicode normalises it (NFKC); premises are separated by spaces)')
+    p.add_argument('--problems', metavar='FILE', help='with --ckpt: solve every problem in FILE (one a line: '
                    'the text form, or JSON lines from logic_data.py --jsonl)')
     p.add_argument('--ckpt', metavar='PATH', help='a checkpoint of a training run: evaluate it on its test '
                    'sets, or solve one problem with --ask, or a file with --problems')
