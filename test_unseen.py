@@ -58,7 +58,7 @@ def run(script, *args):
     """A program's command line as a user sees it (exit code, stdout, stderr), run in this process: its
     main(argv) with the output captured. sys.exit('error: ...') is exit code 1 and that line on stderr, as
     Python prints it; a traceback fails the test. Tests of the process itself (signals, pipes) start one."""
-    module = {'unseen.py': U, 'theory_demo.py': TD, 'logic_data.py': L}[script]
+    module = {'unseen.py': U, 'theory_demo.py': TD, 'logic_data.py': L}.get(script, script)   # or a module
     out, err, code = io.StringIO(), io.StringIO(), 0
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:

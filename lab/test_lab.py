@@ -3,7 +3,6 @@ python -m pytest -q (the real-model tests skip where lab/requirements.txt is not
 import concurrent.futures
 import contextlib
 import copy
-import io
 import json
 import os
 import random
@@ -19,6 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
 import logic_data as L            # noqa: E402
 import unseen as U                # noqa: E402
+import test_unseen                # noqa: E402  (its run: a program's command line in this process)
 import grid as G                  # noqa: E402
 import bench as B                 # noqa: E402
 
@@ -36,16 +36,9 @@ def float32_machine(monkeypatch):
 
 
 def run(module, *args):
-    """A program's main(argv) as a user sees it: (exit code, stdout, stderr)."""
-    out, err, code = io.StringIO(), io.StringIO(), 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            module.main(list(args))
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) or e.code is None else 1
-            if not isinstance(e.code, int) and e.code is not None:
-                print(e.code, file=sys.stderr)
-    return code or 0, out.getvalue(), err.getvalue()
+    """A lab program's main(argv) as a user sees it: (exit code, stdout, stderr), by test_unseen.run."""
+    r = test_unseen.run(module, *args)
+    return r.returncode, r.stdout, r.stderr
 
 # -----------------------------------------------------------------------------
 # the grid as cells
