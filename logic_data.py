@@ -434,6 +434,7 @@ class GenConfig:
     max_facts: int = SHAPE_LIMITS['facts'][1]   # the most facts a problem has (layout 'shapes')
     max_dead: int = SHAPE_LIMITS['dead'][1]     # the most dead rules (layout 'shapes')
     max_side: int = SHAPE_LIMITS['side'][1]     # the most side rules (layout 'shapes')
+    idle: float = 0.0         # the share of problems in which no rule fires (idle; the tests: none)
 
     def max_names(self):
         """The most distinct variables one problem can use (facts, path, side heads, dead atoms and
@@ -606,7 +607,10 @@ def sample_template(rng, cfg, depth, provable):
 
 def generate(rng, cfg, names, depth=None, provable=None):
     """One labelled Problem with variables drawn (distinct) from `names`. Depth and answer are drawn
-    uniformly unless given, so true/false is balanced within each depth (with cfg.balance: `balanced`)."""
+    uniformly unless given, so true/false is balanced within each depth (with cfg.balance: `balanced`);
+    a share cfg.idle of them (a depth not given) are `idle`."""
+    if cfg.idle and depth is None and rng.random() < cfg.idle:
+        return idle(rng, cfg, names, provable)
     if cfg.balance and depth is None:
         return balanced(rng, cfg, names, provable)
     depth = depth or rng.randint(cfg.min_depth, cfg.max_depth)
@@ -627,13 +631,37 @@ def balanced(rng, cfg, names, provable=None):
     and shape, chains of 4, 5 and 6 atoms are 14, 6 and 2% of the demo's problems, and a model is about as
     sure of a step as it is used to reaching it; balanced, each length 0..4
     is a sixth (with training's 6 side rules, the demo's default, each of 0..7 a ninth)."""
-    plain = replace(cfg, balance=False)
+    plain = replace(cfg, balance=False, idle=0.0)
     provable = rng.random() < 0.5 if provable is None else provable
     keep = keep_rates(plain, provable)
     while True:
         p = generate(rng, plain, names, provable=provable)
         if rng.random() < keep[min(len(p.chain), len(keep) - 1)]:
             return p
+
+
+def idle(rng, cfg, names, provable=None):
+    """A problem in which no rule fires: the algorithm's first check alone, 'is the query known?'. A problem
+    of the generator's is drawn, and kept are its facts and, a third of the time none, else some of its rules
+    that cannot fire from the facts alone (a premise no fact gives, or a head already a fact). The query: one
+    of the facts (T, an empty chain: 'a . ? a'), or an atom of those rules or a name in none that nothing
+    reaches (F). Without it a problem always has a planted path that fires, and a model trained on those
+    answers F to a student's first problem, a fact asked."""
+    provable = rng.random() < 0.5 if provable is None else provable
+    p = generate(rng, replace(cfg, idle=0.0, balance=False), names)
+    dead = [(ps, h) for ps, h in p.rules if h in p.facts or not set(ps) <= set(p.facts)]
+    rules = rng.sample(dead, rng.randint(1, len(dead))) if dead and rng.random() >= 1 / 3 else []
+    atoms = [a for ps, h in rules for a in ps + [h] if a not in p.facts]
+    if provable:
+        query, kind = rng.choice(p.facts), 'idle: a fact'
+    elif atoms and rng.random() < 0.75:
+        query, kind = rng.choice(atoms), 'idle: a dead atom'
+    else:
+        query, kind = next(a for a in iter(lambda: rng.choice(names), None) if a not in p.names()), \
+            'idle: a name in no rule'
+    chain, answer = forward_chain(p.facts, rules, query)
+    assert chain == [] and answer == provable, 'a rule fired in an idle problem'
+    return Problem(p.facts, rules, query, chain, answer, dict(p.how, depth=0, kind=kind, rules=len(rules)))
 
 
 _KEEP = {}

@@ -68,6 +68,7 @@ class Config:
     max_facts: int = logic_data.SHAPE_LIMITS['facts'][1]   # the most facts a problem has (layout shapes)
     max_dead: int = 3          # the most dead rules of a training problem (the tests: 0-3; layout shapes)
     max_side: int = 6          # the most side rules of a training problem (the tests: 0-2; layout shapes)
+    idle: float = 0.03         # share of training problems in which no rule fires ('a . ? a'; logic_data.idle)
     # model
     n_layer: int = None        # None: by layout (LAYOUT_DEFAULTS)
     n_head: int = None
@@ -110,17 +111,23 @@ class Config:
                 setattr(self, k, v)
 
     def gen_config(self, step=None):
-        """The generator's settings: of the test problems, or (with `step`) of the training problems then
-        (the curriculum's stage; broken paths and --max-dead's, --max-side's extra rules: training only)."""
-        stage = self.max_depth if step is None else self.depth_at(step)
-        train, shapes = step is not None, self.layout == 'shapes'   # the tests: as before --broken, --balance
-        more = dict(max_dead=self.max_dead, max_side=self.max_side) if train else {}   # the tests: 0-3, 0-2
-        most = None if stage == self.max_depth or not self.shape_curriculum or not shapes else \
-            logic_data.curriculum_caps(stage, self.max_facts, **more)
-        return logic_data.GenConfig(max_depth=stage, max_premises=self.max_premises, layout=self.layout,
-                                    held_out=logic_data.HELD_OUT if shapes else (), shape_caps=most,
-                                    broken=self.broken if train else 0.0, balance=self.balance and train,
-                                    max_facts=self.max_facts, **more)
+        """The generator's settings: of the test problems, or (with `step`) of the training problems then.
+        Training only: the curriculum's stage, broken paths, the balanced mix, idle problems and the extra
+        side and dead rules; the tests have every depth, 0-3 dead rules and 0-2 side rules."""
+        gen = logic_data.GenConfig(max_depth=self.max_depth, max_premises=self.max_premises,
+                                   layout=self.layout, max_facts=self.max_facts, broken=0.0)
+        if self.layout == 'shapes':
+            gen = replace(gen, held_out=logic_data.HELD_OUT)
+        if step is None:
+            return gen
+        idle = self.idle if self.layout == 'shapes' else 0.0        # (the one layout always has its path)
+        gen = replace(gen, broken=self.broken, balance=self.balance, idle=idle,
+                      max_dead=self.max_dead, max_side=self.max_side)
+        stage = self.depth_at(step)
+        if stage < self.max_depth and self.shape_curriculum and self.layout == 'shapes':  # small shapes first
+            caps = logic_data.curriculum_caps(stage, self.max_facts, self.max_dead, self.max_side)
+            gen = replace(gen, max_depth=stage, shape_caps=caps)
+        return replace(gen, max_depth=stage)
 
     def trained_depth(self):
         """The deepest derivation the run trained on: every report counts 'beyond training' from it."""
@@ -1736,15 +1743,13 @@ def pick_device(name):
 
 
 def pick_precision(name, device):
-    """auto: bfloat16 where the hardware is fast at it (CUDA, a CPU with AVX512-BF16 or AMX), else float32."""
+    """auto: bfloat16 on a GPU that has it, else float32. On a CPU float32 is as fast or faster, AVX512-BF16
+    and AMX included (lab/bench.py: 292 against 378 ms a step on an Intel Xeon), and every CPU then trains
+    the shipped model."""
     if name != 'auto':
         return name
     if device.startswith('cuda'):
         return 'bf16' if torch.cuda.is_bf16_supported() else 'fp32'
-    if device == 'cpu':
-        fast = [getattr(torch.cpu, f, lambda: False)()
-                for f in ('_is_avx512_bf16_supported', '_is_amx_tile_supported')]
-        return 'bf16' if any(fast) else 'fp32'
     return 'fp32'
 
 
@@ -1779,6 +1784,8 @@ HELP = dict(
     max_dead='the most dead rules (never firing) a training problem has (layout shapes; tests 0-3)',
     max_side='the most side rules (firing, not needed) a training problem has (layout shapes; the tests '
              '0-2; 6: chains as long as the tests 4 steps beyond have)',
+    idle="the share of training problems in which no rule fires: facts alone or beside rules that never "
+         "fire, the query a fact or nothing reaches it ('a . ? a'; layout shapes; the tests have none)",
     n_layer='transformer blocks', n_head='attention heads', n_embd='model width',
     copy_attn='add copy attention (it copies raw input tokens)',
     copy_form="residual: add the attended raw embeddings to the residual stream; pointer: add copy logits "
@@ -1830,7 +1837,7 @@ def parse_args(argv=None):
                            choices=CHOICES.get(f.name), metavar=METAVAR.get(f.name))
     p.add_argument('--device', default='auto', help='auto, cpu, cuda or mps')
     p.add_argument('--precision', choices=('auto', 'fp32', 'bf16'), default='auto', help='bf16: matrix '
-                   'products in bfloat16 (autocast); auto: bf16 where the hardware is fast at it')
+                   'products in bfloat16 (autocast); auto: bf16 on a GPU that has it, fp32 on a CPU')
     p.add_argument('--compile', choices=('auto', 'on', 'off'), default='auto', help='the attention and the '
                    'MLP through torch.compile (the same functions, half the memory; a 20-30 s compile '
                    'first); auto: in runs of 1000 steps or more')
@@ -1878,7 +1885,8 @@ def check_args(p, args):
         *[(getattr(args, k) != getattr(d, k) and args.layout == 'template',
            f'{flag(k)} goes with --layout shapes (the one layout {why})')
           for k, why in (('broken', 'has no broken paths'), ('max_facts', 'always has 2 facts'),
-                         ('max_dead', 'always has 2 dead rules'), ('max_side', 'has no side rules'))],
+                         ('max_dead', 'always has 2 dead rules'), ('max_side', 'has no side rules'),
+                         ('idle', 'always has its path'))],
         (args.muon_lr != d.muon_lr
          and (args.optimizer or LAYOUT_DEFAULTS[args.layout]['optimizer']) != 'muon',
          '--muon-lr goes with --optimizer muon (the default on problems of every shape)'),
@@ -1903,7 +1911,7 @@ def config_error(c):
         return f"--optimizer {c.optimizer}: choose muon or adamw"
     open_low = ('lr', 'emb_lr', 'muon_lr', 'decay')   # zero trains nothing; nan and inf fail all
     ranges = (('lr', 0, 1), ('emb_lr', 0, 100), ('muon_lr', 0, 1), ('weight_decay', 0, 10),
-              ('decay', 0, 1), ('lr_floor', 0, 1), ('broken', 0, 1), ('ema', 0, 1))
+              ('decay', 0, 1), ('lr_floor', 0, 1), ('broken', 0, 1), ('idle', 0, 1), ('ema', 0, 1))
     highs = (('n_symbols', 100_000), ('n_embd', 2048), ('n_layer', 48), ('batch_size', 4096),
              ('eval_n', 20_000), ('steps', 10_000_000), ('shift', 1000))
     if c.layout not in logic_data.LAYOUTS:
