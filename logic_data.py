@@ -37,7 +37,9 @@ structure (the default, layout 'shapes'):
                        unprovable: a dead rule's premise or head, a name in no rule, or (training
                        only, --broken) a name on a path that breaks where a rule needs a name nothing
                        derives
-All rules are shuffled, so side and dead rules stand before, between and after the path's. True and
+All rules are shuffled, so side and dead rules stand before, between and after the path's. Training also
+draws a share of idle problems (`idle`; the demo: 3%), in which no rule fires: facts alone or beside rules
+that never fire, the query a fact (T, an empty chain: 'a . ? a') or a name nothing reaches (F). True and
 false are balanced within each depth; `balance` (the demo's training problems) keeps each problem with a
 chance by its chain's length, so that every length is about as common (`balanced`). A shape family is
 (facts, side rules, dead rules); HELD_OUT lists the families the demo never trains on, to test it on
@@ -729,15 +731,17 @@ def depth_note(cfg, p):
 
 def beyond_training(cfg, p):
     """Where a problem lies outside what a generator of `cfg` draws (more facts, rules, premises or chain
-    steps, no fact or rule at all, another layout), in words, or None."""
+    steps, no fact, another layout; without idle problems: no rule, or none firing with the query a fact),
+    in words, or None."""
     most = cfg.limits()
     have = dict(facts=len(p.facts), rules=len(p.rules), chain=len(p.chain))
     over = [f"{have[k]} {'chain steps' if k == 'chain' else k} (training: at most {most[k]})"
             for k in most if have[k] > most[k]]
-    over += [f'no {k} (training: at least 1)' for k in ('facts', 'rules') if not have[k]]   # a planted path
-    if p.rules and not any(set(ps) <= set(p.facts) for ps, _ in p.rules) and p.query in p.facts:
+    over += [f'no {k} (training: at least 1)' for k in ('facts', 'rules')[:1 + (not cfg.idle)] if not have[k]]
+    fires = any(set(ps) <= set(p.facts) for ps, _ in p.rules)
+    if not cfg.idle and p.rules and not fires and p.query in p.facts:
         over.append('no rule that fires, its query a fact (training: a planted path fires whenever the query '
-                    'is known)')
+                    'is known)')                   # (a model trained without idle problems: --idle 0)
     if cfg.layout == 'template' and (len(p.facts) != 2 or len(p.rules) < 3):
         over.append('a shape outside the one layout (2 facts, the path, 2 dead rules)')
     premises = max((len(ps) for ps, _ in p.rules), default=0)

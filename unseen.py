@@ -68,7 +68,7 @@ class Config:
     max_facts: int = logic_data.SHAPE_LIMITS['facts'][1]   # the most facts a problem has (layout shapes)
     max_dead: int = 3          # the most dead rules of a training problem (the tests: 0-3; layout shapes)
     max_side: int = 6          # the most side rules of a training problem (the tests: 0-2; layout shapes)
-    idle: float = 0.03         # share of training problems in which no rule fires ('a . ? a'; logic_data.idle)
+    idle: float = 0.03         # share of training problems in which no rule fires (logic_data.idle)
     # model
     n_layer: int = None        # None: by layout (LAYOUT_DEFAULTS)
     n_head: int = None
@@ -949,11 +949,15 @@ RETIRED = dict(identity_a=1.0, identity_b=0.0, emb_norm=1.0, grad_clip=0.0, sche
                positions='learned')
 
 
+# switches added since: a stored config without one trained at this value (no idle problems before --idle)
+ADDED = dict(idle=0.0)
+
+
 def current_config(stored):
-    """A stored config (a dict) without the RETIRED switches, and the first it holds at a value today's
-    code no longer trains, in words (or None)."""
+    """A stored config (a dict) without the RETIRED switches, those ADDED since at their value then, and the
+    first it holds at a value today's code no longer trains, in words (or None)."""
     other = next((k for k, v in RETIRED.items() if k in stored and stored[k] != v), None)
-    return ({k: v for k, v in stored.items() if k not in RETIRED},
+    return ({k: v for k, v in {**ADDED, **stored}.items() if k not in RETIRED},
             other and f"--{other.replace('_', '-')} {stored[other]}: a switch this unseen.py no longer has")
 
 # -----------------------------------------------------------------------------
@@ -1058,6 +1062,9 @@ def plan(cfg, out):
         side = f"0-{side} side rules" if cfg.max_side == side else \
             f"0-{cfg.max_side} side rules (the tests 0-{side}: --max-side)"
         lines.append(f"problems of 1-{cfg.max_facts} facts (--max-facts), {side} and {dead}")
+        if cfg.idle:
+            lines.append(f"{cfg.idle:.0%} of them idle: no rule fires, the query a fact or nothing reaches it "
+                         "('a . ? a'; --idle; the tests have none)")
     if cfg.shift:
         lines.append(f"each training problem starts at row 0 or row {cfg.shift} of the position table at "
                      f"random, the tests at row {cfg.shift} (--shift)")
