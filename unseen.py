@@ -23,6 +23,7 @@ the outputs, --ckpt / --ask / --problems, the command line. The lab (the paper's
 
 import argparse
 import atexit
+import collections
 import contextlib
 import copy
 import ctypes
@@ -114,20 +115,17 @@ class Config:
         """The generator's settings: of the test problems, or (with `step`) of the training problems then.
         Training only: the curriculum's stage, broken paths, the balanced mix, idle problems and the extra
         side and dead rules; the tests have every depth, 0-3 dead rules and 0-2 side rules."""
+        shapes = self.layout == 'shapes'
         gen = logic_data.GenConfig(max_depth=self.max_depth, max_premises=self.max_premises,
-                                   layout=self.layout, max_facts=self.max_facts, broken=0.0)
-        if self.layout == 'shapes':
-            gen = replace(gen, held_out=logic_data.HELD_OUT)
+                                   layout=self.layout, max_facts=self.max_facts,
+                                   held_out=logic_data.HELD_OUT if shapes else ())
         if step is None:
-            return gen
-        idle = self.idle if self.layout == 'shapes' else 0.0        # (the one layout always has its path)
-        gen = replace(gen, broken=self.broken, balance=self.balance, idle=idle,
-                      max_dead=self.max_dead, max_side=self.max_side)
+            return replace(gen, broken=0.0)
         stage = self.depth_at(step)
-        if stage < self.max_depth and self.shape_curriculum and self.layout == 'shapes':  # small shapes first
-            caps = logic_data.curriculum_caps(stage, self.max_facts, self.max_dead, self.max_side)
-            gen = replace(gen, max_depth=stage, shape_caps=caps)
-        return replace(gen, max_depth=stage)
+        caps = logic_data.curriculum_caps(stage, self.max_facts, self.max_dead, self.max_side) \
+            if stage < self.max_depth and self.shape_curriculum and shapes else None   # small shapes first
+        return replace(gen, max_depth=stage, shape_caps=caps, broken=self.broken, balance=self.balance,
+                       idle=self.idle if shapes else 0.0, max_dead=self.max_dead, max_side=self.max_side)
 
     def trained_depth(self):
         """The deepest derivation the run trained on: every report counts 'beyond training' from it."""
@@ -389,6 +387,61 @@ def hold_unused_rows(model, vocab):
 # optimisation: AdamW (and Muon on the blocks' matrices), warm-up, then a stable rate and a decay
 
 
+class Muon(torch.optim.Optimizer):
+    """Muon (Jordan et al. 2024) as torch.optim.Muon computes it, but on all matrices of one shape at once
+    and in float32 (torch's: one at a time in bfloat16, which a CPU without AVX512-BF16 emulates: 110 ms
+    a step of the demo, not 6)."""
+
+    def __init__(self, params, lr, weight_decay, momentum=0.95):
+        super().__init__(params, dict(lr=lr, weight_decay=weight_decay, momentum=momentum))
+
+    @staticmethod
+    def orthogonalise(g):
+        """(n, A, B) -> about U V^T of each matrix's SVD U S V^T: torch.optim.Muon's Newton-Schulz."""
+        x = g.mT if g.size(-2) > g.size(-1) else g
+        x = x / x.norm(dim=(-2, -1), keepdim=True).clamp(min=1e-7)
+        for _ in range(5):
+            a = x @ x.mT
+            x = torch.baddbmm(x, torch.baddbmm(a, a, a, beta=-4.7750, alpha=2.0315), x, beta=3.4445)
+        return x.mT if g.size(-2) > g.size(-1) else x
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            by_shape = {}
+            for p in group['params']:
+                if p.grad is not None:
+                    by_shape.setdefault(p.shape, []).append(p)
+            for shape, ps in by_shape.items():
+                bufs = [self.state[p].setdefault('momentum_buffer', torch.zeros_like(p)) for p in ps]
+                grads = [p.grad for p in ps]
+                torch._foreach_lerp_(bufs, grads, 1 - group['momentum'])
+                update = torch.stack(grads).lerp_(torch.stack(bufs), group['momentum'])   # Nesterov
+                update = self.orthogonalise(update.float()) * (0.2 * math.sqrt(max(shape)))  # AdamW's RMS
+                torch._foreach_mul_(ps, 1 - group['lr'] * group['weight_decay'])
+                torch._foreach_add_(ps, list(update.to(ps[0].dtype).unbind()), alpha=-group['lr'])
+
+
+class Optimizers:
+    """AdamW and Muon stepped as one optimizer (the training loop and the resets see one object)."""
+
+    def __init__(self, *optimizers):
+        self.optimizers = optimizers
+        self.param_groups = [g for o in optimizers for g in o.param_groups]
+
+    @property
+    def state(self):
+        return {p: s for o in self.optimizers for p, s in o.state.items()}
+
+    def zero_grad(self, set_to_none=True):
+        for o in self.optimizers:
+            o.zero_grad(set_to_none=set_to_none)
+
+    def step(self):
+        for o in self.optimizers:
+            o.step()
+
+
 def make_optimizer(model, cfg):
     """AdamW with weight decay on every matrix, the (un)embeddings included (the paper's mechanism); with
     --optimizer muon, Muon on the blocks' matrices (it leaves the early plateau far sooner). Each group's
@@ -591,7 +644,9 @@ def train(cfg, log=print, predictions=None):
     vocab, model = logic_data.Vocab(cfg.n_symbols), make_model(cfg)
     optimizer = make_optimizer(model, cfg)
     averaged = copy.deepcopy(model) if cfg.ema else model     # the model evaluated and saved (Config.ema)
-    meter = Meter(cfg, model, vocab, log)    # speed and bookkeeping (after main): compile, clock, memory
+    if cfg.compile:                          # the same functions, their passes fused: faster, half the memory
+        compile_blocks(model, log)
+    meter = Meter(cfg, vocab, log)           # ms a step, the share of the matmul rate, the clock (after main)
     data, sets = batches(random.Random(cfg.seed), cfg, vocab), eval_sets(cfg, vocab)
     hold = hold_unused_rows(model, vocab) if cfg.freeze_unused else lambda: None
     history, losses = [], []
@@ -611,14 +666,14 @@ def train(cfg, log=print, predictions=None):
         if step == cfg.steps:
             return averaged, vocab, history
         set_lr(optimizer, cfg, step)
-        t = time.time()
+        meter.step_starts()
         x, y = next(data)
         losses.append(train_step(model, optimizer, x, y))
         hold()
         average_weights(averaged, model, cfg.ema)
         if not math.isfinite(losses[-1]):   # diverged: no checkpoint, no verdict on garbage
             raise FloatingPointError(f"the loss became {losses[-1]} at step {step + 1} (try a smaller --lr)")
-        meter.stepped(step, x, y, time.time() - t)
+        meter.stepped(step, x, y)
 
 
 def progress_line(h, steps):
@@ -713,56 +768,64 @@ def main(argv=None):
 # evaluation in chunks, the switches of closed probes
 class Meter:
     """What train's log line says beside the paper's figures: ms a step, the share of this machine's own
-    matmul rate (nanoGPT's MFU), the minutes left. Made at the start of training, it also keeps freed memory
-    in the heap, compiles the blocks (cfg.compile) and times each curriculum stage for the clock; between log
-    lines it prints a progress line at least every 10 s on a terminal (each minute in a file or pipe)."""
+    matmul rate (nanoGPT's MFU), the minutes left; between log lines a progress line at least every 10 s on a
+    terminal (each minute in a file or pipe). It only measures: the clock prices the steps to come by their
+    problems' tokens (stage_tokens) at the pace of the last steps, so a machine that gets busy or idle moves
+    it as it goes."""
 
-    def __init__(self, cfg, model, vocab, log=print):
-        keep_freed_memory()
+    def __init__(self, cfg, vocab, log=print):
         self.cfg, self.vocab, self.log = cfg, vocab, log
-        if cfg.compile:
-            t = time.time()
-            log("compiling the attention and the MLP (torch.compile; --compile off: as written) ...")
-            if compile_blocks(model, log):
-                log(f"compiled in {time.time() - t:.0f} s")
         self.t0, self.rate = time.time(), matmul_rate(cfg)
-        self.stages = stage_seconds(cfg, model, vocab)      # seconds a step at each depth (the clock)
-        self.clock = dict(seconds=0.0, timed=0.0, eval_seconds=0.0, evals=0)   # what time_left reads
-        self.seconds, self.flops, self.shown = [], [], time.time()
+        self.tokens = stage_tokens(cfg, vocab)              # a batch's tokens at each curriculum depth
+        self.recent = collections.deque(maxlen=100)         # (seconds, tokens) of the last steps: the pace
+        self.evals = []                                     # seconds each evaluation took
+        self.seconds, self.flops, self.shown, self.started = [], [], time.time(), time.time()
         self.tty = log is print and sys.stdout.isatty()
 
-    def stepped(self, step, x, y, seconds):
-        """A training step took `seconds` on batch (x, y)."""
+    def step_starts(self):
+        self.started = time.time()
+
+    def stepped(self, step, x, y):
+        """A training step on batch (x, y) just ended (step_starts: when it began)."""
+        seconds = time.time() - self.started
         self.seconds.append(seconds)
         self.flops.append(step_flops(self.cfg, *x.shape, (y != -1).sum().item(), len(self.vocab)))
-        self.clock['seconds'] += seconds
-        self.clock['timed'] += self.stages[self.cfg.depth_at(step)]      # what the stage's probe foretold
+        self.recent.append((seconds, (x != self.vocab.pad).sum().item() + len(x)))   # its problems' tokens
         if time.time() - self.shown >= (10 if self.tty else 60) and (step + 1) % self.cfg.eval_every:
-            left = time_left(self.cfg, step + 1, self.stages, **self.clock) / 60
             ms = 1000 * sum(self.seconds) / len(self.seconds)        # since the last log line
-            line = f"  step {step + 1:5d} of {self.cfg.steps} | {ms:5.0f} ms/step | {left:4.1f} min left"
+            line = (f"  step {step + 1:5d} of {self.cfg.steps} | {ms:5.0f} ms/step | "
+                    f"{self.left(step + 1):4.1f} min left")
             if self.tty:
                 print('\r' + line, end='', flush=True)
+                PENDING.add('progress')
             else:
                 self.log(line)
             self.shown = time.time()
 
+    def left(self, step):
+        """Minutes left at `step` (time_left at the last steps' pace and the evaluations' so far)."""
+        seconds, tokens = map(sum, zip(*self.recent)) if self.recent else (0.0, 0)
+        return time_left(self.cfg, step, self.tokens, seconds / max(1, tokens), self.evals) / 60
+
     def evaluation_starts(self):
-        if self.tty and self.shown > self.t0:
+        if PENDING:
             print('\r' + ' ' * 60 + '\r', end='', flush=True)     # the progress line gives way
+            PENDING.clear()
         release_freed_memory()
         return time.time()
 
     def read(self, step, evaluation_started):
         """The log line's speed figures at `step` (an evaluation just ended); the counts then restart."""
-        self.clock['eval_seconds'] += time.time() - evaluation_started
-        self.clock['evals'] += 1
+        self.evals.append(time.time() - evaluation_started)
         seconds, flops = sum(self.seconds), sum(self.flops)
         figures = dict(ms_per_step=1000 * seconds / max(1, len(self.seconds)),
                        share=flops / max(1e-9, seconds) / self.rate, elapsed=time.time() - self.t0,
-                       left=time_left(self.cfg, step, self.stages, **self.clock))
+                       left=60 * self.left(step))
         self.seconds, self.flops, self.shown = [], [], time.time()
         return figures
+
+
+PENDING = set()   # a progress line in place on a terminal, not yet ended (a line that stops the run ends it)
 
 
 def compile_blocks(model, log=print):
@@ -770,6 +833,8 @@ def compile_blocks(model, log=print):
     fused, less kept for the backward pass: the demo's peak memory 1.3 GB, not 2.7).
     Tried at once on a small batch, so that a machine that cannot compile (no C++ compiler) says so in one
     line and trains as written. Evaluation: as written."""
+    t = time.time()
+    log("compiling the attention and the MLP (torch.compile; --compile off: as written) ...")
     fast, mlp = torch.compile(attend, dynamic=True), torch.compile(MLP.forward, dynamic=True)
     cfg = model.cfg
     B, T, C, nh = 2, 8, cfg.n_embd, cfg.n_head
@@ -789,62 +854,8 @@ def compile_blocks(model, log=print):
     for block in model.transformer.h:
         block.attn.attend = training(fast, attend)
         block.mlp.forward = types.MethodType(training(mlp, MLP.forward), block.mlp)
+    log(f"compiled in {time.time() - t:.0f} s")
     return True
-
-
-class Optimizers:
-    """AdamW and Muon stepped as one optimizer (the training loop and the resets see one object)."""
-
-    def __init__(self, *optimizers):
-        self.optimizers = optimizers
-        self.param_groups = [g for o in optimizers for g in o.param_groups]
-
-    @property
-    def state(self):
-        return {p: s for o in self.optimizers for p, s in o.state.items()}
-
-    def zero_grad(self, set_to_none=True):
-        for o in self.optimizers:
-            o.zero_grad(set_to_none=set_to_none)
-
-    def step(self):
-        for o in self.optimizers:
-            o.step()
-
-
-class Muon(torch.optim.Optimizer):
-    """Muon (Jordan et al. 2024) as torch.optim.Muon computes it, but on all matrices of one shape at once
-    and in float32 (torch's: one at a time in bfloat16, which a CPU without AVX512-BF16 emulates: 110 ms
-    a step of the demo, not 6)."""
-
-    def __init__(self, params, lr, weight_decay, momentum=0.95):
-        super().__init__(params, dict(lr=lr, weight_decay=weight_decay, momentum=momentum))
-
-    @staticmethod
-    def orthogonalise(g):
-        """(n, A, B) -> about U V^T of each matrix's SVD U S V^T: torch.optim.Muon's Newton-Schulz."""
-        x = g.mT if g.size(-2) > g.size(-1) else g
-        x = x / x.norm(dim=(-2, -1), keepdim=True).clamp(min=1e-7)
-        for _ in range(5):
-            a = x @ x.mT
-            x = torch.baddbmm(x, torch.baddbmm(a, a, a, beta=-4.7750, alpha=2.0315), x, beta=3.4445)
-        return x.mT if g.size(-2) > g.size(-1) else x
-
-    @torch.no_grad()
-    def step(self):
-        for group in self.param_groups:
-            by_shape = {}
-            for p in group['params']:
-                if p.grad is not None:
-                    by_shape.setdefault(p.shape, []).append(p)
-            for shape, ps in by_shape.items():
-                bufs = [self.state[p].setdefault('momentum_buffer', torch.zeros_like(p)) for p in ps]
-                grads = [p.grad for p in ps]
-                torch._foreach_lerp_(bufs, grads, 1 - group['momentum'])
-                update = torch.stack(grads).lerp_(torch.stack(bufs), group['momentum'])   # Nesterov
-                update = self.orthogonalise(update.float()) * (0.2 * math.sqrt(max(shape)))  # AdamW's RMS
-                torch._foreach_mul_(ps, 1 - group['lr'] * group['weight_decay'])
-                torch._foreach_add_(ps, list(update.to(ps[0].dtype).unbind()), alpha=-group['lr'])
 
 
 def keep_freed_memory():
@@ -901,39 +912,25 @@ def matmul_rate(cfg, seconds=0.3):
     return RATES[key]
 
 
-def stage_seconds(cfg, model, vocab, rounds=4):
-    """Seconds a training step takes at each curriculum depth, its batch's drawing included, timed on a copy
-    of the model (after a round to warm up, `rounds` rounds of a step at every depth in turn): the clock
-    counts the steps to come at their stage's cost, for the short problems come first."""
-    probe = copy.deepcopy(model)
-    optimizer, rng = make_optimizer(probe, cfg), random.Random(cfg.seed + 777)
-    depths = range(1, cfg.max_depth + 1)
-    drawn, cost = {}, {}                        # each depth's batches, and its seconds a step
-    with torch.random.fork_rng(devices=[]):     # the run draws what it would draw without this
-        for d in depths:
-            t, gen = time.time(), cfg.gen_config((d - 1) * cfg.curriculum)
-            seqs = sorted((vocab.encode(logic_data.generate(rng, gen, vocab.train_names))
-                           for _ in range(rounds * cfg.batch_size)), key=lambda s: len(s[0]))
-            drawn[d] = [pad_batch(seqs[i * cfg.batch_size:(i + 1) * cfg.batch_size], vocab.pad, cfg.device)
-                        for i in range(rounds)]
-            cost[d] = (time.time() - t) / rounds            # drawing a batch
-        for d in depths:                    # to warm up: each depth's longest batch (a compile, the heap)
-            train_step(probe, optimizer, *drawn[d][-1])
-        for r in range(rounds):
-            for d in depths:
-                t = time.time()
-                train_step(probe, optimizer, *drawn[d][r])
-                cost[d] += (time.time() - t) / rounds
-    return cost
+def stage_tokens(cfg, vocab, n=256):
+    """A training batch's tokens at each curriculum depth, from n problems of the stage drawn with a generator
+    of their own (the run draws what it would draw without the clock): what the clock prices a step by."""
+    rng = random.Random(cfg.seed + 777)
+    tokens = {}
+    for d in range(1, cfg.max_depth + 1):
+        gen = cfg.gen_config((d - 1) * cfg.curriculum)
+        drawn = [logic_data.generate(rng, gen, vocab.train_names) for _ in range(n)]
+        tokens[d] = cfg.batch_size * sum(len(vocab.encode(p)[0]) for p in drawn) / n
+    return tokens
 
 
-def time_left(cfg, step, stages, seconds, timed, eval_seconds, evals):
-    """The run's clock at `step`: the steps to come at their stage's cost, scaled by the `seconds` trained
-    so far against what the stages foretold (`timed`); the evaluations to come at the pace of those done."""
-    to_come = sum(stages[cfg.depth_at(s)] for s in range(step, cfg.steps))
+def time_left(cfg, step, tokens, pace, evals):
+    """Seconds left at `step`: the steps to come at `pace` seconds a token of their stage's batch (`tokens`),
+    the evaluations to come (the held-out shapes' after training as FINAL_EVALS of them) at the mean of
+    `evals`, the seconds those so far took."""
+    to_come = sum(tokens[cfg.depth_at(s)] for s in range(step, cfg.steps)) * pace
     evals_to_come = len(range(step + cfg.eval_every, cfg.steps, cfg.eval_every)) + 1 + FINAL_EVALS[cfg.layout]
-    return (to_come * (seconds / timed if timed else 1.0)
-            + (eval_seconds / evals * evals_to_come if evals and step < cfg.steps else 0.0))
+    return to_come + (sum(evals) / len(evals) * evals_to_come if evals and step < cfg.steps else 0.0)
 
 FINAL_EVALS = dict(shapes=3, template=1)   # the held-out shapes' evaluation after training, in evaluations
 EVAL_SCORES = 1 << 23   # evaluation: at most this many attention scores (32 MB) a forward pass (eval_chunk)
@@ -1063,8 +1060,8 @@ def plan(cfg, out):
             f"0-{cfg.max_side} side rules (the tests 0-{side}: --max-side)"
         lines.append(f"problems of 1-{cfg.max_facts} facts (--max-facts), {side} and {dead}")
         if cfg.idle:
-            lines.append(f"{cfg.idle:.0%} of them idle: no rule fires, the query a fact or nothing reaches it "
-                         "('a . ? a'; --idle; the tests have none)")
+            lines.append(f"{cfg.idle:.0%} of them idle: no rule fires, the query a fact or nothing reaches "
+                         "it ('a . ? a'; --idle; the tests have none)")
     if cfg.shift:
         lines.append(f"each training problem starts at row 0 or row {cfg.shift} of the position table at "
                      f"random, the tests at row {cfg.shift} (--shift)")
@@ -1456,6 +1453,8 @@ class Stopped(SystemExit):
 def end_now(line):
     """The line, then gone: this process's children (torch.compile's workers) killed, and no wait at exit for
     a compile in flight (Python would join its threads first: minutes on a busy laptop)."""
+    if PENDING:                                     # a progress line in place on the terminal: end it first
+        print(flush=True)
     print(line, file=sys.stderr, flush=True)
     for stat in glob.glob('/proc/[0-9]*/stat'):     # (Linux; elsewhere the children end with their pipes)
         with contextlib.suppress(OSError, ValueError, IndexError):
@@ -1984,6 +1983,7 @@ if __name__ == '__main__':
     if sys.stdout is None:        # started with its output closed (`>&-`): nothing it printed would be seen
         sys.exit('error: no standard output (it is closed); give the run somewhere to print')
     sys.stdout.reconfigure(line_buffering=True)   # each progress line shows at once, in a pipe or a file too
+    keep_freed_memory()                           # the heap keeps what a step frees (fewer page faults)
     logic_data.stop_on_signals()
     try:
         main()
