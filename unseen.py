@@ -40,7 +40,7 @@ import sys
 import tempfile
 import time
 import types
-from dataclasses import dataclass, asdict, fields, replace
+from dataclasses import dataclass, asdict, field, fields, replace
 
 try:            # Ctrl-C while torch loads (a second or two) gets the one line everything else gets
     import torch
@@ -55,56 +55,75 @@ import logic_data
 # config
 
 
+def arg(default, help=None, **flag):
+    """A Config field and its flag's help (and metavar): one text per flag, --help prints it."""
+    return field(default=default, metadata=dict(help=help, **flag))
+
+
 @dataclass
 class Config:
+    """A run's settings: each field with a help text is a flag (n_symbols: --n-symbols). None: by layout."""
     # data (logic_data.py)
-    n_symbols: int = 5000      # training symbol pool: the paper's diversity knob
-    max_depth: int = 4         # planted derivations of depth 1..max_depth
-    max_premises: int = None   # premises per rule: 1..max_premises (None: by layout; 2: 'a b -> c')
-    curriculum: int = None     # one depth more every this many steps (depth_at; 0: every depth at once)
-    broken: float = 0.5        # share of unprovable problems whose path breaks (logic_data.sample_structure)
-    layout: str = 'shapes'     # 'shapes': problems of many shapes; 'template': one layout (logic_data.py)
-    shape_curriculum: bool = True  # with the curriculum, small shapes first too (gen_config)
-    balance: bool = None       # training chains of every length about equally often (logic_data.balanced)
-    max_facts: int = logic_data.SHAPE_LIMITS['facts'][1]   # the most facts a problem has (layout shapes)
-    max_dead: int = 3          # the most dead rules of a training problem (the tests: 0-3; layout shapes)
-    max_side: int = 6          # the most side rules of a training problem (the tests: 0-2; layout shapes)
-    idle: float = 0.03         # share of training problems in which no rule fires (logic_data.idle)
+    n_symbols: int = arg(5000, "training symbol pool: the paper's diversity knob")
+    max_depth: int = arg(4, 'longest planted derivation (training: depths 1..max_depth)')
+    max_premises: int = arg(None, "premises per rule, 1 to 3 (1: no conjunctions; 2: 'a b -> c')")
+    curriculum: int = arg(None, 'training problems start at depth 1, one depth more every N steps (0: every '
+                          'depth at once)', metavar='N')
+    broken: float = arg(0.5, 'share of the unprovable training problems whose planted path breaks at a '
+                        'random step (the chain stops early or never starts)')
+    layout: str = arg('shapes', 'shapes: problems of many shapes; template: one layout (2 facts, the path, 2 '
+                      'dead rules)', choices=logic_data.LAYOUTS)
+    shape_curriculum: bool = arg(True, 'with --curriculum: small shapes first, every shape from the last '
+                                 'stage')
+    balance: bool = arg(None, 'training chains of every length about equally often; --no-balance: as drawn')
+    max_facts: int = arg(logic_data.SHAPE_LIMITS['facts'][1], 'the most facts a problem has (layout shapes)')
+    max_dead: int = arg(3, 'the most dead rules (never firing) a training problem has (layout shapes; the '
+                        'tests 0-3)')
+    max_side: int = arg(6, 'the most side rules (firing, not needed) a training problem has (layout shapes; '
+                        "the tests 0-2; 6: chains as long as the tests' 4 steps beyond)")
+    idle: float = arg(0.03, 'the share of training problems in which no rule fires: facts alone or beside '
+                      "rules that never fire, the query a fact or nothing reaches it ('a . ? a'; layout "
+                      'shapes; the tests have none)')
     # model
-    n_layer: int = None        # None: by layout (LAYOUT_DEFAULTS)
-    n_head: int = None
-    n_embd: int = 64
-    copy_attn: bool = False    # add the copy-attention layer (CopyAttention)
-    copy_form: str = 'residual'  # its form: 'residual' or 'pointer'
-    identity: bool = True      # identity terms in every attention head (CausalSelfAttention)
-    tie_emb: bool = True       # unembedding = input embedding (GPT-2 style)
-    shift: int = None          # training reads from row 0 or `shift` of the position table, tests `shift`
+    n_layer: int = arg(None, 'transformer blocks')
+    n_head: int = arg(None, 'attention heads')
+    n_embd: int = arg(64, 'model width')
+    copy_attn: bool = arg(False, 'add copy attention (it copies raw input tokens: CopyAttention)')
+    copy_form: str = arg('residual', "residual: add the attended raw embeddings to the residual stream; "
+                         "pointer: add copy logits for the attended tokens' ids",
+                         choices=('residual', 'pointer'))
+    identity: bool = arg(True, "Boix-Adsera et al.'s identity terms (a_h I, b_h I) in every attention head")
+    tie_emb: bool = arg(True, 'the unembedding is the input embedding (GPT-2); --no-tie-emb: two matrices, '
+                        'equal at first')
+    shift: int = arg(None, 'training reads each problem from row 0 or row N of the position table, the tests '
+                     'from row N (keep N even)', metavar='N')
     # the paper's switches on the (un)embeddings
-    freeze_emb: bool = False   # orthogonal init, never updated
-    freeze_unused: bool = False  # only the rows never a training target (hold_unused_rows)
-    forget_every: int = 0      # re-draw them and their AdamW state every K steps (0: never)
-    forget_until: int = 0      # ... but only until this step (0: all through training)
+    freeze_emb: bool = arg(False, 'orthogonal (un)embeddings, never updated')
+    freeze_unused: bool = arg(False, 'freeze only the rows of tokens never a training target')
+    forget_every: int = arg(0, "re-draw the names' (un)embedding rows and their AdamW state every K steps, "
+                            'and on the last step (0: never)', metavar='K')
+    forget_until: int = arg(0, 'no resets after step N (0: never stop)', metavar='N')
     # optimisation
-    steps: int = None          # None: by layout (LAYOUT_DEFAULTS)
-    batch_size: int = None     # None: by layout
-    optimizer: str = None      # 'muon': Muon on the blocks' matrices, AdamW on the rest; 'adamw': all AdamW
-    lr: float = None           # AdamW's rate
-    emb_lr: float = 1.0        # the names' rows' AdamW rate, as a share of lr (why: --between-resets)
-    muon_lr: float = 6e-3      # Muon's rate (the schedule scales both)
-    weight_decay: float = 0.1  # on every matrix, the (un)embeddings included (they always take AdamW)
-    warmup: int = 100
-    decay: float = None        # the share of the steps, at the end, over which the rate decays
-    lr_floor: float = 0.1      # the rate at the end, as a share of the full rate
-    ema: float = None          # the model evaluated and saved: a moving average of the weights with this
-                               # decay, updated after every step (0: the last weights; None: by layout)
+    steps: int = arg(None, 'training steps')
+    batch_size: int = arg(None, 'problems a step')
+    optimizer: str = arg(None, "muon: Muon on the blocks' matrices, AdamW on the rest; adamw: AdamW on "
+                         'everything', choices=('muon', 'adamw'))
+    lr: float = arg(None, "AdamW's rate")
+    emb_lr: float = arg(1.0, "the names' rows' AdamW rate, as a share of --lr (lab/between_resets.py)")
+    muon_lr: float = arg(6e-3, "Muon's rate, with --optimizer muon (the schedule scales both)")
+    weight_decay: float = arg(0.1, 'AdamW decay on every matrix, the (un)embeddings included')
+    warmup: int = arg(100, 'steps of the linear warmup')
+    decay: float = arg(None, 'the share of the steps, at the end, over which the rate decays to --lr-floor')
+    lr_floor: float = arg(0.1, 'the rate at the end, as a share of the full rate')
+    ema: float = arg(None, 'evaluate and save a moving average of the weights with this decay, updated '
+                     'after every step (0: the last weights)')
     # evaluation and logging
-    eval_every: int = 500
-    eval_n: int = 500          # test problems per scenario
-    seed: int = 0
+    eval_every: int = arg(500, 'evaluate (a log line) every this many steps')
+    eval_n: int = arg(500, 'test problems per scenario')
+    seed: int = arg(0, 'the seed of the model, the training problems and the tests')
     device: str = 'cpu'        # the command line's --device auto picks one (pick_device)
-    precision: str = 'fp32'    # 'bf16': matrix products in bfloat16 under autocast (pick_precision)
-    compile: bool = False      # the attention and the MLP through torch.compile (compile_blocks; the command
-                               # line's --compile auto: for runs of 1000 steps or more, where it pays)
+    precision: str = arg('fp32', choices=('fp32', 'bf16'))   # bf16: products in bfloat16 (pick_precision)
+    compile: bool = False      # attention and MLP through torch.compile (compile_blocks; --compile auto)
 
     def __post_init__(self):   # the defaults by layout: for the command line and code alike
         for k, v in LAYOUT_DEFAULTS[self.layout].items():
@@ -581,11 +600,6 @@ def evaluate_shapes(model, vocab, sets, device='cpu'):
     return {**{h: acc[h] for h in held}, **({'held-out shapes, mean': mean} if len(held) > 1 else {}), **acc}
 
 
-def held_out_mean(shapes):
-    """What evaluate_shapes says of the held-out shapes: the mean over their families, or the one set."""
-    return shapes.get('held-out shapes, mean') or shapes[held_out_sets(shapes)[0]]
-
-
 @torch.no_grad()
 def mean_pairwise_cosine(w):
     """The collapse metric: mean cosine over all pairs of distinct rows of w (a tensor or numpy array)."""
@@ -676,19 +690,6 @@ def train(cfg, log=print, predictions=None):
         meter.stepped(step, x, y)
 
 
-def progress_line(h, steps):
-    """The line a run prints at each evaluation, from its entry in the history: the loss, the time a step,
-    each scenario's exact match (on its provable T and unprovable F problems), the rows' cosine."""
-    left = f"{h['left'] / 60:4.1f} min left" if h['step'] else ''
-    loss = f"{h['loss']:.4f}" if h['step'] else '   -  '     # step 0: nothing trained yet
-    ms = f"{h['ms_per_step']:5.1f} ms/step" if h['step'] else '    - ms/step'
-    ms += f", {h['share']:3.0%} of matmul peak" if h['step'] and 'share' in h else ''
-    reset = (f" | just reset (before: all {h['all_before_reset']:.1%}, cos unseen "
-             f"{cos_str(h['cos_before_reset'])})" if 'all_before_reset' in h else '')
-    return (f"step {h['step']:5d} | loss {loss} | {ms} | exact match "
-            + ' '.join(f"{s} {acc_str(h, s)}" for s in logic_data.SCENARIOS) + " | "
-            f"cos unseen {cos_str(h['cos_unseen']):>5} train {cos_str(h['cos_train']):>5}{reset} | {left}")
-
 # -----------------------------------------------------------------------------
 # the verdict, and main
 
@@ -744,8 +745,8 @@ def main(argv=None):
     except (FloatingPointError, KeyboardInterrupt, OSError) as e:   # one line; no empty run folder
         stopped(e, out, created)
     wall, ckpt = time.time() - t0, os.path.join(out, 'ckpt.pt')
-    save_checkpoint(ckpt, model, cfg, history)       # at once: what was trained is kept, come what may
-    try:
+    try:                                             # at once: what was trained is kept, come what may
+        save_checkpoint(ckpt, model, cfg, history)   # (a signal waits until the file is whole)
         shapes = evaluate_shapes(model, vocab, shape_sets(cfg, vocab), cfg.device)
     except KeyboardInterrupt as e:
         stopped(e, out, created, saved=ckpt)
@@ -826,6 +827,25 @@ class Meter:
 
 
 PENDING = set()   # a progress line in place on a terminal, not yet ended (a line that stops the run ends it)
+
+
+def progress_line(h, steps):
+    """The line a run prints at each evaluation, from its entry in the history: the loss, the time a step,
+    each scenario's exact match (on its provable T and unprovable F problems), the rows' cosine."""
+    left = f"{h['left'] / 60:4.1f} min left" if h['step'] else ''
+    loss = f"{h['loss']:.4f}" if h['step'] else '   -  '     # step 0: nothing trained yet
+    ms = f"{h['ms_per_step']:5.1f} ms/step" if h['step'] else '    - ms/step'
+    ms += f", {h['share']:3.0%} of matmul peak" if h['step'] and 'share' in h else ''
+    reset = (f" | just reset (before: all {h['all_before_reset']:.1%}, cos unseen "
+             f"{cos_str(h['cos_before_reset'])})" if 'all_before_reset' in h else '')
+    return (f"step {h['step']:5d} | loss {loss} | {ms} | exact match "
+            + ' '.join(f"{s} {acc_str(h, s)}" for s in logic_data.SCENARIOS) + " | "
+            f"cos unseen {cos_str(h['cos_unseen']):>5} train {cos_str(h['cos_train']):>5}{reset} | {left}")
+
+
+def held_out_mean(shapes):
+    """What evaluate_shapes says of the held-out shapes: the mean over their families, or the one set."""
+    return shapes.get('held-out shapes, mean') or shapes[held_out_sets(shapes)[0]]
 
 
 def compile_blocks(model, log=print):
@@ -1305,7 +1325,8 @@ def save_checkpoint(path, model, cfg, history, shapes=None):
     torch.save({'model': weights, 'config': asdict(cfg), 'history': history, 'shapes': shapes,
                 'digest': digest(weights)}, buffer)
     try:
-        write_bytes(path, buffer.getvalue())
+        with signals_held():                  # Ctrl-C or kill now: after the file is whole
+            write_bytes(path, buffer.getvalue())
     except WriteError as e:
         spare = os.path.join(tempfile.gettempdir(), f"unseen-{time.strftime('%Y%m%d-%H%M%S')}-ckpt.pt")
         try:
@@ -1313,6 +1334,21 @@ def save_checkpoint(path, model, cfg, history, shapes=None):
         except WriteError as e2:
             sys.exit(f"error: cannot write {path} ({e}) nor {spare} ({e2}): the trained model is lost")
         sys.exit(f"error: cannot write {path} ({e}); the trained model is saved instead in {spare}")
+
+
+@contextlib.contextmanager
+def signals_held():
+    """Ctrl-C, kill (SIGTERM) and a closed terminal (SIGHUP) wait while the body runs, then stop the run as
+    they would have (KeyboardInterrupt): a checkpoint being written is written whole first."""
+    got, names = [], [n for n in ('SIGINT', 'SIGTERM', 'SIGHUP') if hasattr(signal, n)]
+    before = {n: signal.signal(getattr(signal, n), lambda number, frame: got.append(number)) for n in names}
+    try:
+        yield
+    finally:
+        for n, handler in before.items():
+            signal.signal(getattr(signal, n), handler)
+        if got:
+            raise KeyboardInterrupt
 
 
 def write_bytes(path, data):
@@ -1570,14 +1606,11 @@ def ask(model, vocab, cfg, text):
     return ok
 
 
-CHOICES = dict(layout=logic_data.LAYOUTS, copy_form=('residual', 'pointer'), optimizer=('muon', 'adamw'),
-               precision=('fp32', 'bf16'))   # a stored config's words, as the command line's choices
-
-
 def field_error(stored):
     """The first field of a stored config (a checkpoint's, a grid cell's) not of Config's type for it, in
     words that name it, what it holds and what it should hold (the command line parsed its own)."""
     known = {f.name: f for f in fields(Config)}
+    choices = {f.name: f.metadata['choices'] for f in fields(Config) if 'choices' in f.metadata}
     for k, v in stored.items():
         if k not in known:
             return f"{k}: a field this unseen.py does not know"
@@ -1585,10 +1618,10 @@ def field_error(stored):
         if v is None and known[k].default is None:        # None: by layout
             continue
         ok = (type(v) is bool if t is bool else type(v) is int if t is int else
-              type(v) in (int, float) and math.isfinite(v) if t is float else v in CHOICES.get(k, (v,)))
+              type(v) in (int, float) and math.isfinite(v) if t is float else v in choices.get(k, (v,)))
         if not ok or (t is str and not isinstance(v, str)):
             should = {bool: 'true or false', int: 'a whole number', float: 'a finite number'}.get(t) or \
-                (' or '.join(CHOICES[k]) if k in CHOICES else 'a word')
+                (' or '.join(choices[k]) if k in choices else 'a word')
             return f"{k} holds {v!r}; it should hold {should}"
     return None
 
@@ -1767,58 +1800,14 @@ def hardware(args):
 
 def config_from_args(args):
     names = {f.name for f in fields(Config)} - {'compile'}
-    cfg = Config(**{**{k: v for k, v in vars(args).items() if k in names}, **hardware(args)},
-                 tie_emb=not args.untie_emb)
+    cfg = Config(**{**{k: v for k, v in vars(args).items() if k in names}, **hardware(args)})
     # --compile auto: where the compile (20-30 s on a CPU, less once cached) pays: 1000 steps or more
     return replace(cfg, compile=args.compile == 'on' or (args.compile == 'auto' and cfg.steps >= 1000
                                                          and cfg.device != 'mps'))
 
 
-# the command line's flags: one for each Config field named here, its type and default from Config, its help
-# from here (the layout's fields: their defaults by --layout, LAYOUT_DEFAULTS)
-HELP = dict(
-    n_symbols='training symbol pool (diversity)',
-    max_depth='longest planted derivation',
-    max_premises='premises per rule (1 to 3; 1: no conjunctions)',
-    curriculum='training problems start at depth 1, one depth more every N steps (0: every depth at once)',
-    broken='share of the unprovable problems whose planted path breaks at a random step (the chain stops '
-           'early or never starts)',
-    layout='shapes: problems of many shapes; template: one layout (2 facts, the path, 2 dead rules)',
-    shape_curriculum='with --curriculum: small shapes first, every shape from the last stage',
-    balance='training chains of every length about equally often; --no-balance: as drawn',
-    max_facts='the most facts a problem has (layout shapes)',
-    max_dead='the most dead rules (never firing) a training problem has (layout shapes; tests 0-3)',
-    max_side='the most side rules (firing, not needed) a training problem has (layout shapes; the tests '
-             '0-2; 6: chains as long as the tests 4 steps beyond have)',
-    idle="the share of training problems in which no rule fires: facts alone or beside rules that never "
-         "fire, the query a fact or nothing reaches it ('a . ? a'; layout shapes; the tests have none)",
-    n_layer='transformer blocks', n_head='attention heads', n_embd='model width',
-    copy_attn='add copy attention (it copies raw input tokens)',
-    copy_form="residual: add the attended raw embeddings to the residual stream; pointer: add copy logits "
-              "for the attended tokens' ids",
-    identity="Boix-Adsera et al.'s identity terms (a_h I, b_h I) in every attention head",
-    tie_emb='(--untie-emb) separate input embedding and unembedding (equal at first)',
-    shift='training reads each problem from row 0 or row N of the position table, the tests from row N '
-          '(keep N even)',
-    freeze_emb='orthogonal (un)embeddings, never updated',
-    freeze_unused='freeze only the rows of tokens never a training target',
-    forget_every="re-draw the names' (un)embedding rows and their AdamW state every K steps, and on the "
-                 "last step",
-    forget_until='no resets after step N (0: never stop)',
-    steps='training steps', batch_size='problems a step',
-    optimizer="muon: Muon on the blocks' matrices, AdamW on the rest; adamw: AdamW on everything",
-    lr="AdamW's rate", emb_lr="the names' rows' AdamW rate, as a share of --lr",
-    muon_lr="Muon's rate (with --optimizer muon)", weight_decay='AdamW decay, (un)embeddings included',
-    decay='the share of the steps, at the end, over which the rate decays to --lr-floor of it',
-    lr_floor='the rate at the end, as a share of the full rate',
-    ema='evaluate and save a moving average of the weights with this decay (0: the last weights)',
-    eval_every='evaluate (a log line) every this many steps', eval_n='test problems per scenario',
-    seed='the seed of the model, the training problems and the tests')
-METAVAR = dict(shift='N', curriculum='N', forget_every='K', forget_until='N')
-
-
 def parse_args(argv=None):
-    """The command line: a flag for each Config field in HELP, the run's own flags, then the checks
+    """The command line: a flag for each Config field with a help text, the run's own flags, then the checks
     (check_args, config_error)."""
     p = argparse.ArgumentParser(prog='unseen.py', description='Train a transformer on Horn-clause logic and '
                                 'test it on unseen symbols.',
@@ -1826,21 +1815,19 @@ def parse_args(argv=None):
     p.add_argument('--unseen', choices=logic_data.SCENARIOS, default='all', help='test scenario the verdict '
                    'reports')
     for f in fields(Config):
-        if f.name not in HELP:
+        meta = dict(f.metadata)
+        text = meta.pop('help', None)
+        if text is None:                      # --device, --precision, --compile: below
             continue
-        flag, text = '--' + f.name.replace('_', '-'), HELP[f.name]
-        by_layout = f.name in LAYOUT_DEFAULTS['shapes']
-        if by_layout:                         # None: the layout's
+        if f.name in LAYOUT_DEFAULTS['shapes']:   # None: the layout's
             text = '%(default)s: by --layout, ' + ', '.join(f'{layout} {v[f.name]}' for layout, v in
                                                             LAYOUT_DEFAULTS.items()) + ': ' + text
-        if f.name == 'tie_emb':               # on by default: the flag turns it off
-            p.add_argument('--untie-emb', action='store_true', help=text.split(') ', 1)[1])
-        elif f.type is bool:
+        flag = '--' + f.name.replace('_', '-')
+        if f.type is bool:
             p.add_argument(flag, default=f.default, help=text, action='store_true' if f.default is False else
                            argparse.BooleanOptionalAction)
         else:
-            p.add_argument(flag, type=None if f.type is str else f.type, default=f.default, help=text,
-                           choices=CHOICES.get(f.name), metavar=METAVAR.get(f.name))
+            p.add_argument(flag, type=None if f.type is str else f.type, default=f.default, help=text, **meta)
     p.add_argument('--device', default='auto', help='auto, cpu, cuda or mps')
     p.add_argument('--precision', choices=('auto', 'fp32', 'bf16'), default='auto', help='bf16: matrix '
                    'products in bfloat16 (autocast); auto: bf16 on a GPU that has it, fp32 on a CPU')
