@@ -237,12 +237,37 @@ def name_char(c):
     return unicodedata.category(c)[0] in 'LNM' or unicodedata.category(c) == 'Pc' or c in JOINERS
 
 
+# default-ignorable code points (Unicode's DerivedCoreProperties): characters that never show
+IGNORABLE = re.compile('[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e'
+                       '\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3'
+                       '\U0001d173-\U0001d17a\U000e0000-\U000e0fff]')
+JOINING = ('ARABIC', 'SYRIAC', 'NKO', 'MONGOLIAN', 'MANDAIC', 'HANIFI', 'PSALTER', 'MANICHAEAN', 'ADLAM')
+
+
+def invisible(name):
+    """The first character of `name` that never shows where no script needs it, or None (UAX #31's rule):
+    every default-ignorable one but a joiner inside a name after a virama (Indic), or a non-joiner after a
+    letter of a joining script (Persian). 'ra\u200din' and 'rain' print alike: refused, not two names."""
+    for i, c in enumerate(name):
+        prev = name[i - 1] if i else ''
+        needed = c in JOINERS and 0 < i < len(name) - 1 and (unicodedata.combining(prev) == 9 or (
+            c == JOINERS[0] and unicodedata.name(prev, '').startswith(JOINING)))
+        if IGNORABLE.match(c) and not needed:
+            return c
+    return None
+
+
 def name_error(name):
     """Refuse a name that holds anything else, in one line that shows the fix: a connective or an arrow typed
     inside a name would otherwise make one new name of 'a,b' or 'rain→snow'; a mark or a joiner that begins
     a name (or a joiner that ends it) belongs to no letter."""
     alone = name[0] if unicodedata.category(name[0])[0] == 'M' or name[0] in JOINERS else \
         name[-1] if name[-1] in JOINERS else None
+    hidden = None if alone else invisible(name)
+    if hidden:
+        what = unicodedata.name(hidden, 'U+%04X' % ord(hidden)).lower()
+        raise ValueError(f"the name {ascii(name)} holds characters that do not print ({what}, "
+                         f"{ascii(hidden)}, where no script needs one): delete it")
     if all(map(name_char, name)) and not alone:
         return
     if alone:

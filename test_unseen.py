@@ -2891,3 +2891,19 @@ def test_a_signal_while_the_checkpoint_is_written_waits_until_it_is_whole(tmp_pa
     assert str(stop.value.code).startswith(f'error: interrupted after training; the trained model is saved in {ckpt}')
     saved = torch.load(ckpt)['model']                     # whole: every weight of the trained model
     assert all(torch.equal(saved[k], v) for k, v in trained[0].state_dict().items())
+
+
+@pytest.mark.parametrize('name, says', [
+    ('ra\u200din', 'zero width joiner'), ('ra\u200cin', 'zero width non-joiner'),
+    ('rain\ufe0f', 'variation selector-16'), ('ra\u034fin', 'combining grapheme joiner'),
+    ('\u3164rain', 'hangul jungseong filler'), ('ra\u00adin', 'soft hyphen')])
+def test_an_invisible_character_in_a_name_is_refused_not_read_as_a_second_name(name, says):
+    """'ra\u200din' and 'rain' print alike: they were two unseen names and the wrong F was called correct.
+    A default-ignorable character is refused where no script needs it (UAX #31): a joiner after a virama and
+    a non-joiner in Persian are names' own (test_a_name_is_what_the_reader_sees_in_every_script)."""
+    for text in (f'{name} . rain -> snow . ? snow', f'a . a -> {name} . ? {name}'):
+        with pytest.raises(ValueError, match=f"^the name .* holds characters that do not print \\({says}, "):
+            L.parse(text)
+    r = run('unseen.py', '--ckpt', 'assets/headline.pt', '--ask', f'{name} . rain -> snow . ? snow')
+    assert r.returncode == 1 and 'holds characters that do not print' in r.stderr and not r.stdout
+    assert L.parse('\u0915\u094d\u200d\u0937 . ? \u0915\u094d\u200d\u0937').answer      # Devanagari half form
