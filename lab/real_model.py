@@ -68,12 +68,32 @@ def open_folder(folder):
     tf = quiet_transformers()
     try:
         config = tf.AutoConfig.from_pretrained(folder)
-        tokenizer = tf.AutoTokenizer.from_pretrained(folder)
-        model = tf.AutoModel.from_pretrained(folder, dtype=torch.float32)
+        has_tokenizer = any(os.path.isfile(os.path.join(folder, f)) for f in TOKENIZER_FILES)
+        tokenizer = tf.AutoTokenizer.from_pretrained(folder) if has_tokenizer else None
+        model, info = tf.AutoModel.from_pretrained(folder, dtype=torch.float32, output_loading_info=True)
     except Exception as e:     # transformers' own errors are of many kinds: its first line names the problem
         raise ValueError(f"{folder}: transformers cannot read it ({type(e).__name__}: "
                          f"{(str(e).strip().splitlines() or [''])[0][:200]})") from None
-    return config, tokenizer, model
+    if tokenizer is None:
+        raise ValueError(f"{folder}: no tokenizer in it (none of {', '.join(TOKENIZER_FILES)}): the report "
+                         "names tokens")
+    return config, tokenizer, loaded(folder, model, info)
+
+
+TOKENIZER_FILES = ('tokenizer.json', 'vocab.txt', 'vocab.json', 'tokenizer.model', 'spiece.model')
+
+
+def loaded(folder, model, info):
+    """The model, if its weights came from the folder: transformers draws any weight it does not find afresh
+    (a config.json naming another architecture than the weights': every one), and a report on drawn rows is
+    a report on noise. ValueError naming the folder and the architecture."""
+    missing, total = info['missing_keys'], len(model.state_dict())
+    embedding = [k for k in missing if 'embed' in k or k.endswith(('wte.weight', 'shared.weight'))]
+    if embedding or len(missing) > total // 2:
+        raise ValueError(f"{folder}: its weights did not load as {type(model).__name__} ({len(missing)} of {total} "
+                         f"tensors not in the file{', the embedding among them' if embedding else ''}): does "
+                         "config.json's model_type name the checkpoint's architecture?")
+    return model
 
 
 def matrices(folder, config, model):
@@ -299,10 +319,9 @@ class LM(nn.Module):
         self.decoder = any(a.endswith(('ForCausalLM', 'LMHeadModel')) for a in config.architectures or [])
         off = {k: 0.0 for k in ('hidden_dropout_prob', 'attention_probs_dropout_prob', 'attention_dropout',
                                 'dropout', 'resid_pdrop', 'embd_pdrop', 'attn_pdrop') if hasattr(config, k)}
-        if self.decoder:
-            self.model = tf.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, **off)
-        else:
-            self.model = tf.AutoModel.from_pretrained(folder, dtype=torch.float32, is_decoder=True, **off)
+        auto = tf.AutoModelForCausalLM if self.decoder else tf.AutoModel
+        self.model = loaded(folder, *auto.from_pretrained(folder, dtype=torch.float32, output_loading_info=True,
+                                                          **off, **({} if self.decoder else dict(is_decoder=True))))
 
     def embedding(self):
         return self.model.get_input_embeddings().weight

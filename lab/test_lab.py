@@ -338,6 +338,26 @@ def test_a_folder_transformers_cannot_read_gets_one_line(tmp_path):
     assert not (tmp_path / 'out').exists()
 
 
+@needs_hf
+def test_a_folder_whose_weights_do_not_load_or_without_a_tokenizer_is_refused(tmp_path):
+    """A config.json naming another architecture loaded every weight freshly drawn (transformers says so in a
+    warning it is told to keep quiet), and the report on noise said 'no collapsed cluster'; a folder with no
+    tokenizer said 'no reserved tokens'. Each is one line naming the folder."""
+    folder = tmp_path / 'bert'
+    tiny_folder(folder)
+    config = json.loads((folder / 'config.json').read_text())
+    (folder / 'config.json').write_text(json.dumps(dict(config, model_type='gpt2')))
+    code, _, err = run(R, str(folder), '--out', str(tmp_path / 'out'))
+    assert code == 1 and len(err.strip().splitlines()) == 1 and 'its weights did not load as GPT2Model' in err, err
+    folder = tmp_path / 'no-tokenizer'
+    tiny_folder(folder)
+    for f in ('vocab.txt', 'tokenizer.json', 'tokenizer_config.json'):
+        (folder / f).unlink(missing_ok=True)
+    code, _, err = run(R, str(folder), '--out', str(tmp_path / 'out'))
+    assert code == 1 and 'no tokenizer in it' in err, err
+    assert not (tmp_path / 'out').exists()
+
+
 def test_real_model_refuses_a_flag_of_the_other_part(tmp_path):
     for args, says in ((['--quick'], '--quick goes with --finetune'), (['--finetune', '--tight', '0.5'], '--tight goes with'),
                        (['--finetune', '--quick', '--ft-steps', '10'], '--quick sets --ft-steps 100')):
