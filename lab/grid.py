@@ -1,11 +1,11 @@
-"""The paper's table as cells: every configuration it compares, on the same problems and budget.
+r"""The paper's table as cells: every configuration it compares, on the same problems and budget.
 
 One cell is one (row, seed) training run, or the fine-tuning contrast; each is a command of its own that writes
 one JSON file into the grid's folder (cells/) and nothing else, so any engine that runs a list of commands runs
 the grid, and a restart re-runs only the cells whose file is missing:
 
     python lab/grid.py --quick                        # every missing cell here (a process each), then the table
-    python lab/grid.py --quick --cells | xargs -P 2 -I{} sh -c '{}'        # the same cells, by xargs
+    python lab/grid.py --quick --cells | tr '\n' '\0' | xargs -0 -P 2 -I{} sh -c '{}'   # by xargs, a line whole
     python lab/grid.py --quick --cells | parallel -j 2                     # ... by GNU parallel
     python lab/grid.py --quick --table runs/grid-quick                    # the table of whatever cells are there
 
@@ -531,4 +531,5 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
+    logic_data.stop_on_signals()      # kill, scancel or a closed terminal: as Ctrl-C (its cells end, one line)
     main()

@@ -7,8 +7,10 @@ import json
 import os
 import random
 import shlex
+import shutil
 import subprocess
 import sys
+import time
 from dataclasses import replace
 
 import pytest
@@ -395,3 +397,45 @@ def test_minilms_reserved_tokens_and_cluster_are_the_readmes(tmp_path):
     assert '336 of the 336 WordPiece tokens' in out
     readme = open(os.path.join(os.path.dirname(HERE), 'README.md')).read()
     assert 'mean pairwise cosine of 0.822, ordinary tokens 0.015' in readme and '993 of those\n994' in readme
+
+
+def test_the_documented_engines_pass_a_cells_line_whole(tmp_path):
+    """`--cells | xargs -I{} sh -c '{}'` ran a folder's name as a command: xargs unquotes words. The recipes of
+    docs/lab.md hand each line to sh whole: a folder holding a space, a quote and $(...) arrives as typed."""
+    out = str(tmp_path / "g $(touch PWNED) it's")
+    lines = subprocess.run([sys.executable, 'lab/grid.py', '--quick', '--cells', '--out', out], check=True,
+                           capture_output=True, text=True).stdout
+    fake = tmp_path / 'bin' / 'python'                       # a python that says what it was given
+    fake.parent.mkdir()
+    said = tmp_path / 'said'
+    fake.write_text(f'#!{sys.executable}\nimport json, os, sys\n'          # a file each: -P 2 runs two at once
+                    f'open(os.path.join({str(said)!r}, str(os.getpid())), "w").write(json.dumps(sys.argv[1:]))\n')
+    fake.chmod(0o755)
+    env = dict(os.environ, PATH=f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    guide = open('docs/lab.md').read()
+    for recipe in ("tr '\\n' '\\0' | xargs -0 -P 2 -I{} sh -c '{}'", 'sh'):   # xargs; SLURM's `sed -n Np | sh`
+        assert recipe in guide
+        said.mkdir()
+        subprocess.run(['bash', '-c', recipe], input=lines, text=True, env=env, cwd=tmp_path, check=True)
+        given = [json.loads(f.read_text()) for f in said.iterdir()]
+        shutil.rmtree(said)
+        assert len(given) == len(lines.splitlines()) >= 6 and all(a[a.index('--out') + 1] == out for a in given)
+    assert not (tmp_path / 'PWNED').exists()
+
+
+@pytest.mark.parametrize('sig', ['SIGTERM', 'SIGHUP'])
+def test_a_kill_or_a_closed_terminal_ends_the_grid_and_its_cells_with_one_line(tmp_path, sig):
+    """kill, scancel or a closed terminal ended the grid with no line while its cells trained on."""
+    import signal
+    proc = subprocess.Popen([sys.executable, 'lab/grid.py', '--quick', '--rows', 'standard', '--out',
+                             str(tmp_path / 'g')], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().startswith('grid: ')
+    assert 'running' in proc.stdout.readline()
+    time.sleep(3)                                            # its cell has started
+    proc.send_signal(getattr(signal, sig))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and err.strip().splitlines() == [
+        f"error: interrupted; the finished cells are kept in {tmp_path / 'g'}; the same command finishes the grid"]
+    time.sleep(1)
+    left = subprocess.run(['pgrep', '-f', str(tmp_path / 'g')], capture_output=True, text=True).stdout
+    assert not left.strip()                                  # no cell trains on
