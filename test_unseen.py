@@ -593,8 +593,10 @@ def test_balance_draws_training_chains_of_every_length_about_equally_often_and_l
         return [c / n for c in lengths], answers / n
     cfg = U.Config(freeze_emb=True)
     assert cfg.balance and cfg.gen_config(10 ** 6).balance and not cfg.gen_config().balance
-    balanced, true = shares(cfg.gen_config(10 ** 6))
+    balanced, true = shares(replace(cfg, idle=0.0).gen_config(10 ** 6))
     assert all(abs(s - 1 / 9) < 0.03 for s in balanced) and abs(true - 0.5) < 0.03, (balanced, true)
+    with_idle, true = shares(cfg.gen_config(10 ** 6))            # and 3% idle problems: chains of 0 atoms
+    assert abs(with_idle[0] - (0.97 / 9 + 0.03)) < 0.03 and abs(true - 0.5) < 0.03, with_idle
     drawn, true = shares(replace(cfg, balance=False).gen_config(10 ** 6))
     assert sum(drawn[6:]) < 0.2 and drawn[1] > 0.13 and abs(true - 0.5) < 0.03, drawn
     stage1, _ = shares(cfg.gen_config(0), 600)                 # the curriculum's first stage: lengths 0 and 1
@@ -2688,7 +2690,8 @@ def test_look_alike_names_are_one_name_and_the_student_is_told(capsys):
 
 def test_a_second_run_on_a_folder_a_live_run_holds_is_refused_and_a_dead_runs_lock_is_not_kept(tmp_path):
     """Two runs on one --out: the second is refused before it trains, and nothing of the first is replaced;
-    a run killed outright (no chance to remove its lock) does not keep the folder from the next one."""
+    a run killed outright (no chance to remove its lock file) does not keep the folder from the next one: the
+    system released its flock."""
     out, tiny = str(tmp_path / 'run'), ['--eval-n', '5', '--n-layer', '1', '--n-embd', '32', '--compile', 'off']
     first = subprocess.Popen([sys.executable, 'unseen.py', *tiny, '--steps', '100000', '--out', out],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -2701,7 +2704,9 @@ def test_a_second_run_on_a_folder_a_live_run_holds_is_refused_and_a_dead_runs_lo
     finally:
         first.kill()
         first.wait()
-    assert os.path.exists(os.path.join(out, '.lock'))              # killed outright: its lock stays ...
+    assert os.path.exists(os.path.join(out, '.lock'))              # killed outright: its lock file stays ...
+    with open(os.path.join(out, '.lock'), 'w') as f:               # (whatever it holds: an OverflowError was
+        f.write('99999999999999999999')                            # a traceback; no pid is read now)
     r = subprocess.run([sys.executable, 'unseen.py', *tiny, '--steps', '2', '--eval-every', '2', '--out', out],
                        capture_output=True, text=True)                # ... and is taken over
     assert r.returncode == 0, r.stderr

@@ -1415,54 +1415,43 @@ def output_folder(out, cfg):
 
 
 def lock(out):
-    """One run a folder: out/.lock holds this process's id, made at once (O_EXCL: of two runs starting
-    together, one gets it) and removed when the process ends; a second run on the folder while the first
-    lives is refused, a dead run's lock taken over."""
-    path = os.path.join(out, '.lock')
-    for _ in range(2):
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            try:
-                with open(path) as f:
-                    pid = int(f.read().strip() or 0)
-            except (OSError, ValueError):
-                pid = 0
-            if pid and pid != os.getpid() and alive(pid):
-                sys.exit(f"error: --out {out}: another run (process {pid}) is writing there; give another "
-                         "folder")
-            with contextlib.suppress(OSError):
-                os.remove(path)              # a dead run's (or a half-written) lock
-            continue
-        except OSError as e:
-            sys.exit(f"error: --out {out}: cannot write there ({e.strerror or e})")
-        with os.fdopen(fd, 'w') as f:
-            f.write(str(os.getpid()))
-        atexit.register(unlock, out)
+    """One run a folder: an exclusive lock on out/.lock (flock), released by the system when this process ends,
+    however it ends; a second run on the folder while the first lives is refused (where there is no flock,
+    Windows: not checked)."""
+    try:
+        import fcntl
+    except ImportError:
         return
-    sys.exit(f"error: --out {out}: another run is starting there; give another folder")
+    path = os.path.realpath(os.path.join(out, '.lock'))
+    unlock(out)                               # (this process's earlier run on the folder: main() called again)
+    try:
+        f = open(path, 'a+')
+    except OSError as e:
+        sys.exit(f"error: --out {out}: cannot write there ({e.strerror or e})")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.seek(0)
+        holder = f.read(40).strip()
+        f.close()
+        sys.exit(f"error: --out {out}: another run{f' (process {holder})' if holder.isdigit() else ''} is "
+                 "writing there; give another folder")
+    f.truncate(0)
+    f.write(str(os.getpid()))
+    f.flush()
+    HELD[path] = f
+    atexit.register(unlock, out)
+
+
+HELD = {}   # the folders' locks this process holds: {path of .lock: its open file}
 
 
 def unlock(out):
-    path = os.path.join(out, '.lock')
-    with contextlib.suppress(OSError, ValueError):
-        with open(path) as f:
-            mine = int(f.read().strip()) == os.getpid()
-        if mine:
-            os.remove(path)
-
-
-def alive(pid):
-    """Whether process `pid` runs (on Windows, where a signal 0 would end it: assumed)."""
-    if os.name == 'nt':
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:                          # another user's: it runs
-        pass
-    return True
+    f = HELD.pop(os.path.realpath(os.path.join(out, '.lock')), None)
+    if f:
+        with contextlib.suppress(OSError):
+            os.remove(f.name)
+        f.close()
 
 
 def stopped(e, out, created, saved=None):
