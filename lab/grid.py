@@ -16,6 +16,7 @@ import argparse
 import concurrent.futures
 import copy
 import json
+import math
 import os
 import random
 import re
@@ -122,13 +123,16 @@ def run_cell(label, cfg, quick):
                 **{k: last[k] for k in ('all_before_reset', 'cos_before_reset') if k in last})
 
 
-def read_cell(path, cfg):
-    """A cell's file: its result, or ValueError in one line where it is damaged or of other settings."""
+def read_cell(path, cfg, label=None):
+    """A cell's file: its result, or ValueError in one line where it is damaged, edited or of other settings:
+    every key the table reads is there and well typed (its row the file's label, accuracies in [0, 1], a
+    wall of seconds >= 0, finite figures, a curve of (step, accuracy), the fine-tuning's histories)."""
     try:
-        if os.path.getsize(path) > CELL_MAX:
+        with open(path, 'rb') as f:                 # read with a bound (a device file has no size)
+            raw = f.read(CELL_MAX + 1)
+        if len(raw) > CELL_MAX:
             raise ValueError('far larger than a cell writes')
-        with open(path, 'rb') as f:
-            r = json.loads(f.read().decode('utf-8'))
+        r = json.loads(raw.decode('utf-8-sig'))     # (a byte-order mark an editor added: read)
         if not isinstance(r, dict) or not isinstance(r.get('config'), dict):
             raise ValueError('not a cell of this grid')
     except (OSError, ValueError, RecursionError) as e:
@@ -141,14 +145,27 @@ def read_cell(path, cfg):
         k = differ[0] if differ else ''
         raise ValueError(f"{path}: written by other settings ({retired or f'{k} {theirs.get(k)!r}, this grid: {ours.get(k)!r}'}); "
                          "give the same settings, or another --out (the file is kept)")
-    number = lambda v: type(v) in (int, float) and v == v and abs(v) != float('inf')
-    wanted = ['wall'] + ([] if r.get('row') == FINETUNE else [*accuracy_keys(), 'held_none', 'held_all',
-                                                                'cos_unseen', 'norm_unseen', 'norm_train'])
-    bad = next((k for k in wanted if not number(r.get(k))), None)
+    number = lambda v, low=-math.inf, high=math.inf: type(v) in (int, float) and low <= v <= high
+    share = lambda v: number(v, 0, 1)
+    points = lambda v, n: isinstance(v, list) and all(isinstance(p, list) and len(p) == n and number(p[0], 0)
+                                                      and share(p[1]) and all(map(number, p[2:])) for p in v)
+    fine = r.get('row') == FINETUNE
+    wanted = {'wall': lambda v: number(v, 0)}
+    if fine:
+        wanted['finetune'] = lambda v: isinstance(v, dict) and v and all(
+            isinstance(h, dict) and points(h.get('history'), 2) and h['history'] for h in v.values())
+    else:
+        wanted.update({k: share for k in [*accuracy_keys(), 'held_none', 'held_all']},
+                      cos_unseen=lambda v: number(v, -1, 1), norm_unseen=lambda v: number(v, 0),
+                      norm_train=lambda v: number(v, 0), curve=lambda v: points(v, 3))
+    bad = next((k for k, ok in wanted.items() if not ok(r.get(k))), None)
+    if not isinstance(r.get('row'), str) or (label is not None and r['row'] != label):
+        bad = 'row'
     if bad:
-        raise ValueError(f"{path}: its {bad} is {r.get(bad)!r}, not a number; remove it and run the cell again")
+        cell = f"the cell {label!r}" if label else 'a cell'
+        raise ValueError(f"{path}: its {bad} is {str(r.get(bad))[:60]!r}, not what {cell} writes; remove it and "
+                         "run the cell again")
     return r
-
 
 
 # -----------------------------------------------------------------------------
@@ -367,7 +384,7 @@ def table(base, todo, out, seeds, tag='', log=print):
     for label, cfg in todo:
         path = cell_file(out, label, cfg.seed)
         if os.path.exists(path):
-            found.append(read_cell(path, cfg))
+            found.append(read_cell(path, cfg, label))
         else:
             missing.append(f'{label} (seed {cfg.seed})')
     results = [r for r in found if r['row'] != FINETUNE]
@@ -473,7 +490,7 @@ def run_missing(args, todo, out, log=print):
         jobs = [pool.submit(one, label, cfg) for label, cfg in missing]
         for n, job in enumerate(concurrent.futures.as_completed(jobs), 1):
             label, cfg = job.result()
-            r = read_cell(cell_file(out, label, cfg.seed), cfg)
+            r = read_cell(cell_file(out, label, cfg.seed), cfg, label)
             accs = '' if label == FINETUNE else ' | ' + ' '.join(f"{s} {acc_str(r, s)}"
                                                                   for s in logic_data.SCENARIOS)
             log(f"[{n:2d}/{len(missing)}] {label:<40} seed {cfg.seed}{accs} | {r['wall']:4.0f} s | "
@@ -509,7 +526,7 @@ def main(argv=None):
                 p.error(f"--cell {args.cell!r}: no such cell (--cells lists them)")
             path = cell_file(out, label, args.seed)
             if os.path.exists(path):
-                read_cell(path, cfg)
+                read_cell(path, cfg, label)
                 return print(f"{path}: already there (remove it to run the cell again)")
             os.makedirs(os.path.dirname(path), exist_ok=True)
             result = run_cell(label, cfg, quick)

@@ -144,6 +144,29 @@ def test_a_cell_of_other_settings_or_damaged_is_refused_in_one_line_and_kept(tmp
     assert code == 1 and 'unreadable' in err and len(err.splitlines()) == 1
 
 
+def test_a_hand_edited_cell_is_read_only_when_every_key_the_table_reads_is_sound(tmp_path, tiny_grid):
+    """A cell whose row says another row was tabled as that row's seed; a missing curve, or accuracies of 5.0
+    (tabled as 500%), a traceback or a wrong table; a cell linked to /dev/zero a MemoryError. Each is one
+    line now, the file kept; a byte-order mark an editor added is read."""
+    out = str(tmp_path / 'g')
+    assert run(G, '--cell', 'standard', '--out', out)[0] == 0
+    path = os.path.join(out, 'cells', 'standard-seed0.json')
+    good = json.load(open(path))
+    for edit, says in ((dict(row='copy-attn'), "its row is 'copy-attn'"), (dict(curve=None), 'its curve'),
+                       (dict(all=5.0), 'its all is'), (dict(wall=-3), 'its wall is'),
+                       (dict(curve=[[0, 0.5]]), 'its curve'), (dict(cos_unseen=float('nan')), 'its cos_unseen')):
+        json.dump({**good, **edit}, open(path, 'w'))
+        code, _, err = run(G, '--table', out)
+        assert code == 1 and len(err.splitlines()) == 1 and says in err, (edit, err)
+        assert os.path.exists(path)
+    open(path, 'w', encoding='utf-8-sig').write(json.dumps(good))
+    assert run(G, '--table', out)[0] == 0
+    os.remove(path)
+    os.symlink('/dev/zero', path)
+    code, _, err = run(G, '--table', out)
+    assert code == 1 and 'far larger than a cell writes' in err
+
+
 def test_the_plain_grid_runs_each_missing_cell_as_its_own_process_then_the_table(tmp_path, tiny_grid,
                                                                                   monkeypatch):
     """Plain lab/grid.py: every missing cell as a process of its own (here two, side by side), then the
