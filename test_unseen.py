@@ -2911,3 +2911,26 @@ def test_an_invisible_character_in_a_name_is_refused_not_read_as_a_second_name(n
     r = run('unseen.py', '--ckpt', 'assets/headline.pt', '--ask', f'{name} . rain -> snow . ? snow')
     assert r.returncode == 1 and 'holds characters that do not print' in r.stderr and not r.stdout
     assert L.parse('\u0915\u094d\u200d\u0937 . ? \u0915\u094d\u200d\u0937').answer      # Devanagari half form
+
+
+def test_a_line_that_stops_a_run_on_a_terminal_starts_on_a_line_of_its_own(tmp_path):
+    """On a terminal the progress line is rewritten in place ('\\r', no newline): a kill's line was glued to it
+    ('55.1 min lefterror: interrupted; nothing was saved'). It ends the progress line first now."""
+    import pty
+    pid, fd = pty.fork()
+    if pid == 0:                                                     # the run, its output a terminal
+        os.execv(sys.executable, [sys.executable, 'unseen.py', '--steps', '100000', '--eval-every', '100000',
+                                  '--eval-n', '10', '--n-embd', '32', '--n-layer', '1', '--compile', 'off',
+                                  '--out', str(tmp_path / 'run')])
+    out, deadline = b'', time.time() + 120
+    while b'\r  step' not in out and time.time() < deadline:        # a progress line in place
+        out += os.read(fd, 4096)
+    os.kill(pid, signal.SIGTERM)
+    with contextlib.suppress(OSError):                               # (EIO: the run has gone)
+        while chunk := os.read(fd, 4096):
+            out += chunk
+    os.waitpid(pid, 0)
+    text = out.decode()
+    assert '\r  step' in text and 'error: interrupted; nothing was saved' in text
+    before = text[:text.index('error: interrupted')]
+    assert before.endswith('\n') and 'min left' in before.splitlines()[-1], before[-200:]

@@ -4,7 +4,7 @@ unseen: why transformers fail to reason with symbols they never saw in training,
 A small reproduction of "To See the Unseen" (Lazic, Fowl, Gyorgy, Szepesvari, arXiv 2604.21632).
 A decoder-only transformer learns to solve Horn-clause problems (logic_data.py) step by step. It is
 trained on variable names x0..x{n-1} and tested on problems written in names u0..u99 that never occurred
-in training, and on problem shapes it never trained on. The demo (2 CPU cores: about 28 min):
+in training, and on problem shapes it never trained on. The demo (2 CPU cores: 23-28 min):
 
     python unseen.py --unseen all --freeze-emb
 
@@ -797,8 +797,8 @@ class Meter:
             line = (f"  step {step + 1:5d} of {self.cfg.steps} | {ms:5.0f} ms/step | "
                     f"{self.left(step + 1):4.1f} min left")
             if self.tty:
+                PENDING.add('progress')            # (first: a signal may come as soon as it shows)
                 print('\r' + line, end='', flush=True)
-                PENDING.add('progress')
             else:
                 self.log(line)
             self.shown = time.time()
