@@ -1589,7 +1589,7 @@ def test_the_class_path_quotes_what_the_shipped_checkpoints_print():
     printed = []
     for ck in ('assets/standard.pt', 'assets/headline.pt'):
         stored = torch.load(ck, weights_only=False)
-        cfg = U.Config(**{**U.current_config(stored['config'])[0], 'device': 'cpu'})
+        cfg = U.Config(**{**U.current_config(stored['config']), 'device': 'cpu'})
         said = U.verdict(cfg, stored['history'], 'all', stored['shapes'])
         printed += said.splitlines()
         printed += [U.progress_line(h, cfg.steps) for h in stored['history']]      # the run's log
@@ -1705,7 +1705,7 @@ def test_the_papers_path_is_the_argument_and_speed_stands_after_main():
     assert defined['Muon'].lineno < defined['Optimizers'].lineno < defined['make_optimizer'].lineno \
         < defined['train'].lineno
     speed = ('Meter', 'compile_blocks', 'matmul_rate', 'RATES', 'step_flops', 'stage_tokens', 'time_left',
-             'keep_freed_memory', 'release_freed_memory', 'eval_chunk', 'EVAL_SCORES', 'RETIRED')
+             'keep_freed_memory', 'release_freed_memory', 'eval_chunk', 'EVAL_SCORES', 'ADDED')
     assert all(defined[name].lineno > main.lineno for name in speed)
     train = {n.id for n in ast.walk(defined['train']) if isinstance(n, ast.Name)}
     assert {'Meter', 'compile_blocks'} <= train and not train & (set(speed) - {'Meter', 'compile_blocks'})
@@ -1767,8 +1767,7 @@ def test_checkpoint_round_trip_and_ask(trained, capsys):
         "(--n-embd 32 must be divisible by --n-head 5)"]
     # a stored config passes the command line's checks; the weights must be finite
     for key, value, complaint in (('eval_n', 0, '--eval-n must be >= 1'),
-                                  ('positions', 'rotary',
-                                   '--positions rotary: a switch this unseen.py no longer has'),
+                                  ('positions', 'rotary', 'positions: a field this unseen.py does not know'),
                                   ('eval_n', 10 ** 9, '--eval-n 1000000000: at most 20000'),
                                   ('seed', 2 ** 70, f'--seed {2 ** 70}: must be in [0, 2^63)'),
                                   ('model', 'nan', 'its weights transformer.wte.weight hold nan or inf')):
@@ -2612,23 +2611,6 @@ def test_a_checkpoint_with_one_changed_weight_is_refused(trained, tmp_path):
         assert 'digest' in torch.load(shipped, weights_only=False)
 
 
-def test_a_stored_config_naming_a_retired_switch_loads_at_its_value_and_is_refused_at_another(tmp_path):
-    """Checkpoints and grid runs written while --grad-clip, --emb-norm, --identity-a/-b and --schedule were
-    switches store them: at the one value a run has now they load as before; at another, one line says
-    which switch is gone."""
-    ck = torch.load('assets/headline.pt')
-    for k, v in U.RETIRED.items():
-        ck['config'][k] = v
-    torch.save(ck, tmp_path / 'old.pt')
-    assert U.load_checkpoint(str(tmp_path / 'old.pt'))[2] == U.load_checkpoint('assets/headline.pt')[2]
-    ck['config']['grad_clip'] = 1.0
-    torch.save(ck, tmp_path / 'clipped.pt')
-    r = run('unseen.py', '--ckpt', str(tmp_path / 'clipped.pt'), '--ask', 'u1 . u1 -> u2 . ? u2')
-    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
-        f'error: {tmp_path}/clipped.pt: its stored configuration is not one this unseen.py trains '
-        '(--grad-clip 1.0: a switch this unseen.py no longer has)']
-
-
 def test_a_checkpoint_whose_config_was_relabelled_is_refused(tmp_path):
     ck = torch.load('assets/headline.pt')
     ck['config']['identity'] = False                      # weights with identity terms, a config without
@@ -2845,7 +2827,7 @@ def test_training_draws_idle_problems_in_which_no_rule_fires():
     # without idle problems (--idle 0, every checkpoint from before the switch) it is noted, as before
     for text in ('a . ? a', 'cat . dog -> bone . mouse -> cheese . ? cat'):
         assert L.beyond_training(gen, L.parse(text)) is None
-    old = U.Config(**U.current_config({})[0]).gen_config(cfg.steps - 1)
+    old = U.Config(**U.current_config({})).gen_config(cfg.steps - 1)
     assert old.idle == 0.0
     assert L.beyond_training(old, L.parse('a . ? a')) == 'this problem has no rules (training: at least 1)'
     note = L.beyond_training(old, L.parse('cat . dog -> bone . mouse -> cheese . ? cat'))

@@ -960,22 +960,13 @@ def eval_chunk(cfg, T):
     """Problems of T tokens per forward pass in evaluation: one tensor of scores within EVAL_SCORES."""
     return max(1, EVAL_SCORES // (cfg.n_head * T * T))
 
-# switches of closed probes at the one value a run has now: a stored config that names them loads where it
-# holds that value (current_config)
-RETIRED = dict(identity_a=1.0, identity_b=0.0, emb_norm=1.0, grad_clip=0.0, schedule='wsd',
-               positions='learned')
-
-
 # switches added since: a stored config without one trained at this value (no idle problems before --idle)
 ADDED = dict(idle=0.0)
 
 
 def current_config(stored):
-    """A stored config (a dict) without the RETIRED switches, those ADDED since at their value then, and the
-    first it holds at a value today's code no longer trains, in words (or None)."""
-    other = next((k for k, v in RETIRED.items() if k in stored and stored[k] != v), None)
-    return ({k: v for k, v in {**ADDED, **stored}.items() if k not in RETIRED},
-            other and f"--{other.replace('_', '-')} {stored[other]}: a switch this unseen.py no longer has")
+    """A stored config (a dict) with the switches ADDED since it was written, at their value then."""
+    return {**ADDED, **stored}
 
 # -----------------------------------------------------------------------------
 # a switch of the lab's grid (its reset rows): the names' rows at a share of AdamW's rate
@@ -1626,8 +1617,8 @@ def load_checkpoint(path, device='cpu'):
     if not (isinstance(ck, dict) and isinstance(ck.get('config'), dict) and isinstance(ck.get('model'), dict)
             and 'digest' in ck):
         raise ValueError(f"{path} is not a checkpoint written by this unseen.py (no model, config, digest)")
-    stored, retired = current_config(ck['config'])
-    error = retired or field_error(stored)
+    stored = current_config(ck['config'])
+    error = field_error(stored)
     cfg = None if error else Config(**{**stored, 'device': device})
     error = error or config_error(cfg)
     if error:

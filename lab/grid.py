@@ -37,10 +37,10 @@ from unseen import (Config, batches, cos_str, current_config, eval_sets, evaluat
                     shape_sets, train, train_step, whole, acc_str)
 
 # one setting for every row: the demo's task and training on derivations of depth 1-2, 4 layers of 4 heads,
-# chains as drawn, the demo's earlier problem sizes, 3000 steps, the last weights; --quick, for a class: six
+# chains as drawn, the demo's earlier problem sizes (no idle problems), 3000 steps, the last weights; --quick: six
 # rows, one seed, 1000 steps. Rows differ only in the paper's switches (grid_rows).
 GRID = dict(n_symbols=5000, max_depth=2, n_layer=4, n_head=4, balance=False, max_facts=4, max_dead=3,
-            max_side=2, steps=3000, eval_every=500, eval_n=500, ema=0.0)
+            max_side=2, idle=0.0, steps=3000, eval_every=500, eval_n=500, ema=0.0)
 GRID_QUICK = dict(GRID, steps=1000, eval_n=300)
 GRID_FORGET_EVERY = 100                          # resets every K steps: all through, or until halfway
 GRID_EMB_LR = 0.1                                # ... with the names' rows at a tenth of the rate (--emb-lr)
@@ -137,8 +137,8 @@ def read_cell(path, cfg, label=None):
             raise ValueError('not a cell of this grid')
     except (OSError, ValueError, RecursionError) as e:
         raise ValueError(f"{path}: unreadable ({e}); remove it and run the cell again") from None
-    theirs, retired = current_config(r['config'])
-    retired = retired or field_error(theirs)
+    theirs = current_config(r['config'])
+    retired = field_error(theirs)
     ours = json.loads(json.dumps(asdict(cfg)))
     differ = sorted(k for k in {*theirs, *ours} if theirs.get(k) != ours.get(k))
     if retired or differ:
@@ -429,7 +429,7 @@ def parse_args(argv=None):
     p.add_argument('--layout', choices=logic_data.LAYOUTS, default='shapes', help="the problems' layout")
     p.add_argument('--device', default='cpu', help='cpu or cuda (one thread a cell on a CPU)')
     p.add_argument('--precision', choices=('auto', 'fp32', 'bf16'), default='auto',
-                   help="bf16 where the hardware is fast at it (auto), as unseen.py's --precision")
+                   help="as unseen.py's --precision (auto: fp32 on a CPU, bf16 on a GPU that has it)")
     p.add_argument('--out', metavar='DIR', help='the grid folder (default: runs/grid or runs/grid-quick)')
     what = p.add_mutually_exclusive_group()
     what.add_argument('--cells', action='store_true', help="print the missing cells' commands, one a line "
