@@ -31,7 +31,7 @@ try:            # Ctrl-C while torch loads (a second or two) gets the one line e
     import numpy as np
 
     import logic_data as L
-    import unseen   # pyplot, savefig, mean_pairwise_cosine, written_or_gone
+    import unseen   # pyplot, savefig, mean_pairwise_cosine, written_or_gone, replacing
 except KeyboardInterrupt:
     sys.exit('error: interrupted')
 
@@ -237,18 +237,13 @@ def lemma(args):
             failed += len(bad) if opt != 'adamw' else 0
     path = os.path.join(args.out, 'lemma.png')
     os.makedirs(args.out, exist_ok=True)
-    note = replacing(path)
+    note = unseen.replacing(path)
     plot_lemma(runs, path)
     print('\n' + lemma_verdict(runs, failed))
     print(f"plot: {path}{note}  ({time.time() - t0:.0f} s)")
 
 # -----------------------------------------------------------------------------
 # the command line
-
-
-def replacing(path):
-    """What a run says of an output that a run before it left in --out: it replaces it, aloud."""
-    return ' (it replaces the one an earlier run left there)' if os.path.exists(path) else ''
 
 
 def main(argv=None):

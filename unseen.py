@@ -1359,6 +1359,11 @@ def digest(weights):
     return h.hexdigest()
 
 
+def replacing(path):
+    """What a run says of an output that a run before it left in --out: it replaces it, aloud."""
+    return ' (it replaces the one an earlier run left there)' if os.path.exists(path) else ''
+
+
 def savefig(fig, path):
     """A figure as a PNG file, whole or not at all."""
     with whole(path) as part:

@@ -118,15 +118,10 @@ def plot_between_resets(curves, cfg, args, path):
            title=f"between resets: the grid's model, from step {args.reset_start}")
     ax.legend(loc='center right', fontsize=8)
     fig.tight_layout()
-    note = replacing(path)
+    note = unseen.replacing(path)
     unseen.savefig(fig, path)
     plt.close(fig)
     print(f"plot: {path}{note}")
-
-
-def replacing(path):
-    """What a run says of an output that a run before it left in --out: it replaces it, aloud."""
-    return ' (it replaces the one an earlier run left there)' if os.path.exists(path) else ''
 
 
 def main(argv=None):

@@ -237,7 +237,7 @@ def report_cluster(found, unused, vocab, E_in, args):
               f"{np.median(norms[~members]):.3g} outside it")
     ranking = os.path.join(args.out, 'token_ranking.tsv')
     others = os.path.join(args.out, 'cluster_other_tokens.txt')
-    note = replacing(ranking)
+    note = unseen.replacing(ranking)
     with unseen.whole(ranking) as part, open(part, 'w', encoding='utf-8') as f:
         f.write('rank\tid\ttoken\tcosine_to_cluster\tin_cluster\treserved\n')
         for rank, i in enumerate(order):
@@ -279,7 +279,7 @@ def plot_unused(pairs, found, unused, args, path):
     where = '/'.join(os.path.normpath(args.folder).split(os.sep)[-2:])
     fig.suptitle(f"{where}: never-trained tokens collapse")
     fig.tight_layout()
-    note = replacing(path)
+    note = unseen.replacing(path)
     unseen.savefig(fig, path)
     plt.close(fig)
     print(f"plot: {path}{note}")
@@ -296,11 +296,6 @@ EMBEDDING_NAMES = ('word_embeddings.weight', 'embed_tokens.weight', 'wte.weight'
 UNEMBEDDING_NAMES = ('lm_head.weight', 'embed_out.weight')   # (and a bare 'output.weight')
 
 UNUSED = re.compile(r'^(\[unused\d+\]|<unused\d+>)$')
-
-
-def replacing(path):
-    """What a run says of an output that a run before it left in --out: it replaces it, aloud."""
-    return ' (it replaces the one an earlier run left there)' if os.path.exists(path) else ''
 
 
 # -----------------------------------------------------------------------------
@@ -510,7 +505,7 @@ def plot_finetune(curves, args, path):
            title=f"{where}: the same problems, {len(curves)} sets of names")
     ax.legend()
     fig.tight_layout()
-    note = replacing(path)
+    note = unseen.replacing(path)
     unseen.savefig(fig, path)
     plt.close(fig)
     print(f"plot: {path}{note}")
