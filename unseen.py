@@ -765,8 +765,8 @@ def main(argv=None):
 # =============================================================================
 
 # -----------------------------------------------------------------------------
-# speed and bookkeeping: train's Meter (the clock, the share of the matmul rate, the heap), torch.compile,
-# evaluation in chunks, the switches of closed probes
+# speed and bookkeeping: train's Meter (the clock, the share of the matmul rate, the progress line),
+# torch.compile, the heap, evaluation in chunks, the switches added since a stored config was written
 class Meter:
     """What train's log line says beside the paper's figures: ms a step, the share of this machine's own
     matmul rate (nanoGPT's MFU), the minutes left; between log lines a progress line at least every 10 s on a
