@@ -106,14 +106,18 @@ def run_cell(label, cfg, quick):
     """Train one row's model (or fine-tune the standard one) with one thread; returns the cell's result."""
     torch.set_num_threads(1)
     t = time.time()
+    log = lambda line: print(f"[{label}, seed {cfg.seed}] {line.strip()}", flush=True)   # each minute at least
     if label == FINETUNE:
-        model, vocab, _ = train(cfg, log=lambda *a: None)       # the standard row's run of this seed, again
+        model, vocab, _ = train(cfg, log=log)                   # the standard row's run of this seed, again
         steps, every = GRID_FT_QUICK if quick else GRID_FT
-        ft = {rows: finetune_small(model, vocab, cfg, rows, steps, every) for rows in FT_STARTS}
+        ft = {}
+        for rows in FT_STARTS:
+            ft[rows] = finetune_small(model, vocab, cfg, rows, steps, every, log=log)
         return dict(row=label, seed=cfg.seed, config=asdict(cfg), wall=time.time() - t,
                     cos_unseen=rows_stats(model, vocab)['cos_unseen'], max_steps=steps, eval_every=every,
                     finetune={rows: dict(steps_to_90=s, history=h) for rows, (s, h) in ft.items()})
-    model, vocab, history = train(cfg, log=lambda *a: None)
+    model, vocab, history = train(cfg, log=log)
+    log("testing the shapes it never trained on")
     last = history[-1]
     held = held_out_mean(evaluate_shapes(model, vocab, shape_sets(cfg, vocab), cfg.device))
     keys = [*accuracy_keys(), 'cos_unseen', 'norm_unseen', 'norm_train']     # the last evaluation's
@@ -193,7 +197,7 @@ def set_unseen_rows(model, vocab, rows):
     return model
 
 
-def finetune_small(model, vocab, cfg, rows, max_steps, eval_every, target=0.9):
+def finetune_small(model, vocab, cfg, rows, max_steps, eval_every, target=0.9, log=lambda line: None):
     """Fine-tune a trained model on problems in the unseen symbols, its unseen rows `collapsed` (as trained),
     `fresh` (random, of the training rows' norm) or `copied` (from training rows). Returns (steps until it
     solves `target` of the 'all' test problems or None, history [(step, accuracy)])."""
@@ -208,6 +212,7 @@ def finetune_small(model, vocab, cfg, rows, max_steps, eval_every, target=0.9):
     for step in range(max_steps + 1):
         if step % eval_every == 0 or step == max_steps:
             history.append((step, evaluate(model, vocab, test, cfg.device)['all']))
+            log(f"fine-tuning from {rows} rows: step {step}, all {history[-1][1]:.1%}")
             if history[-1][1] >= target:
                 return step, history
             if step == max_steps:

@@ -149,7 +149,9 @@ def test_a_hand_edited_cell_is_read_only_when_every_key_the_table_reads_is_sound
     (tabled as 500%), a traceback or a wrong table; a cell linked to /dev/zero a MemoryError. Each is one
     line now, the file kept; a byte-order mark an editor added is read."""
     out = str(tmp_path / 'g')
-    assert run(G, '--cell', 'standard', '--out', out)[0] == 0
+    code, said, _ = run(G, '--cell', 'standard', '--out', out)
+    assert code == 0 and '[standard, seed 0] step ' in said                  # a cell says what it does
+    assert '[standard, seed 0] testing the shapes it never trained on' in said
     path = os.path.join(out, 'cells', 'standard-seed0.json')
     good = json.load(open(path))
     for edit, says in ((dict(row='copy-attn'), "its row is 'copy-attn'"), (dict(curve=None), 'its curve'),
