@@ -1411,15 +1411,15 @@ def output_folder(out, cfg):
 
 
 def lock(out):
-    """One run a folder: an exclusive lock on out/.lock (flock), released by the system when this process ends,
-    however it ends; a second run on the folder while the first lives is refused (where there is no flock,
-    Windows: not checked)."""
+    """One run a folder: an exclusive lock on out/.lock (flock), released by the system when this process
+    ends, however it ends; a second run on the folder while the first lives is refused (Windows, where there
+    is no flock: not checked)."""
     try:
         import fcntl
     except ImportError:
         return
     path = os.path.realpath(os.path.join(out, '.lock'))
-    unlock(out)                               # (this process's earlier run on the folder: main() called again)
+    unlock(out)                               # (this process's earlier run there: main() called again)
     try:
         f = open(path, 'a+')
     except OSError as e:
@@ -1768,7 +1768,7 @@ def pick_device(name):
 
 def pick_precision(name, device):
     """auto: bfloat16 where the hardware computes it natively (a GPU that has it, a CPU with AVX512-BF16 or
-    AMX), else float32: lab/bench.py on our Intel Xeon, compiled, 270 ms a step in bfloat16, 289 in float32."""
+    AMX), else float32: lab/bench.py on our Intel Xeon, compiled: 270 ms a step in bfloat16, 289 in fp32."""
     if name != 'auto':
         return name
     if device.startswith('cuda'):
