@@ -17,7 +17,8 @@ from dataclasses import replace
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # unseen.py's folder
 import logic_data                                              # noqa: E402
 from unseen import (batches, compile_blocks, config_from_args, keep_freed_memory, make_model,  # noqa: E402
-                    make_optimizer, matmul_rate, parse_args, run_name, set_lr, step_flops, train_step)
+                    make_optimizer, matmul_rate, parse_args, pick_precision, run_name, set_lr, step_flops,
+                    train_step)
 import torch                                                   # noqa: E402
 
 
@@ -65,7 +66,7 @@ def bench(cfg, steps=40, rounds=2, log=print):
     n, b = os.cpu_count() or 1, cfg.batch_size
     variants = [('float32, as written', dict(precision='fp32', compile=False), {}),
                 ('float32, attention and MLP compiled', dict(precision='fp32', compile=True), {})]
-    if cfg.precision == 'bf16' or native_bf16(cfg):   # (emulated elsewhere: slow, not worth a row)
+    if 'bf16' in (cfg.precision, pick_precision('auto', cfg.device)):   # (emulated elsewhere: slow)
         variants += [('bfloat16 autocast, as written', dict(precision='bf16', compile=False), {}),
                      ('bfloat16 autocast, attention and MLP compiled', dict(precision='bf16', compile=True),
                       {})]
@@ -96,15 +97,6 @@ def bench(cfg, steps=40, rounds=2, log=print):
     lines += [f"| {name} | {ms:.0f} | {tok:,.0f} | {gf:.1f} | {peak:.0f} | {share:.0%} |"
               for (name, _, _), (ms, tok, gf, share, peak) in zip(variants, best)]
     return '\n'.join(lines)
-
-
-def native_bf16(cfg):
-    """Whether this device computes bfloat16 natively (a GPU that has it, a CPU with AVX512-BF16 or AMX): where
-    the bench also times bfloat16, the measure behind --precision auto's float32 on every CPU."""
-    if cfg.device.startswith('cuda'):
-        return torch.cuda.is_bf16_supported()
-    return cfg.device == 'cpu' and any(getattr(torch.cpu, f, lambda: False)()
-                                       for f in ('_is_avx512_bf16_supported', '_is_amx_tile_supported'))
 
 
 BENCH_FLAGS = ('unseen', 'steps', 'curriculum', 'eval_every', 'eval_n', 'out', 'ask', 'ckpt', 'problems')
