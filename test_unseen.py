@@ -2764,6 +2764,25 @@ def test_a_run_is_never_silent_between_its_log_lines(monkeypatch):
     assert all(re.fullmatch(r'  step +\d+ of 30 \| +\d+ ms/step \| +[\d.]+ min left', t) for t in ticks), ticks
 
 
+def test_a_phase_with_no_line_of_its_own_is_named_within_its_period():
+    """A compile, an evaluation, the shapes' tests or the pictures on a busy machine can pass 10 s without a
+    line: watch_silence says which phase it is, read from where the main thread is, and nothing when lines
+    come."""
+    script = ('import time, unseen\n'
+              'unseen.watch_silence(every=2)\n'
+              'def compile_blocks():\n    time.sleep(3.2)\n'
+              'def evaluate_shapes():\n    time.sleep(3.2)\n'
+              'def train():\n    for _ in range(8):\n        print("step", flush=True)\n        time.sleep(0.5)\n'
+              'print("start", flush=True)\ncompile_blocks()\nevaluate_shapes()\ntrain()\n')
+    r = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=60,
+                       cwd=os.path.dirname(os.path.abspath(__file__)))
+    lines = r.stdout.splitlines()
+    said = [line for line in lines if line.startswith('  ... ')]
+    assert r.returncode == 0 and lines[0] == 'start', r.stderr
+    assert [line.split(' (')[0] for line in said] == ['  ... compiling the attention and the MLP'] * 2 + [
+        '  ... testing the shapes it never trained on'] * 2, said   # at 1.5 s and 3 s; nothing between steps
+
+
 def test_the_lemmas_picture_shows_every_line_the_bound_and_nothing_off_its_axes(monkeypatch, tmp_path):
     """lemma.png on a projector: GD and SGD both visible where they agree (GD thick and pale under SGD), the
     lemma's bound drawn, every distance on the log axis (those below float precision at its floor)."""

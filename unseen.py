@@ -38,6 +38,7 @@ import random
 import signal
 import sys
 import tempfile
+import threading
 import time
 import types
 from dataclasses import dataclass, asdict, field, fields, replace
@@ -792,7 +793,7 @@ class Meter:
         self.seconds.append(seconds)
         self.flops.append(step_flops(self.cfg, *x.shape, (y != -1).sum().item(), len(self.vocab)))
         self.recent.append((seconds, (x != self.vocab.pad).sum().item() + len(x)))   # its problems' tokens
-        if time.time() - self.shown >= (10 if self.tty else 60) and (step + 1) % self.cfg.eval_every:
+        if time.time() - self.shown >= (8 if self.tty else 48) and (step + 1) % self.cfg.eval_every:
             ms = 1000 * sum(self.seconds) / len(self.seconds)        # since the last log line
             line = (f"  step {step + 1:5d} of {self.cfg.steps} | {ms:5.0f} ms/step | "
                     f"{self.left(step + 1):4.1f} min left")
@@ -876,6 +877,51 @@ def compile_blocks(model, log=print):
         block.mlp.forward = types.MethodType(training(mlp, MLP.forward), block.mlp)
     log(f"compiled in {time.time() - t:.0f} s")
     return True
+
+
+PHASES = [('compile_blocks', 'compiling the attention and the MLP'), ('save_checkpoint', 'saving the model'),
+          ('evaluate_shapes', 'testing the shapes it never trained on'), ('shape_sets', 'drawing those shapes'),
+          ('eval_sets', 'drawing the test problems'), ('evaluate', 'evaluating'), ('plot', 'drawing the pictures'),
+          ('plot_rows', 'drawing the pictures'), ('mistakes', 'finding the mistakes'), ('train', 'training')]
+
+
+class Watched:
+    """Standard output, noting when it was last written to (watch_silence reads it)."""
+
+    def __init__(self, stream):
+        self.stream, self.last = stream, time.time()
+
+    def write(self, text):
+        self.last = time.time()
+        return self.stream.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+def watch_silence(every=None):
+    """Never silent: after nearly `every` seconds without a line (10 on a terminal, 60 in a file or pipe) a line
+    says what the run is doing, read from where its main thread is (PHASES), and for how long."""
+    out = sys.stdout = Watched(sys.stdout)
+    every = every or (10 if out.isatty() else 60)
+
+    def watch():
+        said = 0.0
+        while True:
+            time.sleep(0.25)
+            frame, names = sys._current_frames().get(threading.main_thread().ident), set()
+            while frame:
+                names.add(frame.f_code.co_name)
+                frame = frame.f_back
+            if time.time() - max(out.last, said) >= every - 0.5 and names:
+                if PENDING:                     # a progress line in place: ended first
+                    PENDING.clear()
+                    out.stream.write('\n')
+                phase = next((what for name, what in PHASES if name in names), 'working')
+                out.stream.write(f"  ... {phase} ({time.time() - out.last:.0f} s since the last line)\n")
+                out.stream.flush()
+                said = time.time()
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def keep_freed_memory():
@@ -1959,6 +2005,7 @@ if __name__ == '__main__':
         sys.exit('error: no standard output (it is closed); give the run somewhere to print')
     sys.stdout.reconfigure(line_buffering=True)   # each progress line shows at once, in a pipe or a file too
     keep_freed_memory()                           # the heap keeps what a step frees (fewer page faults)
+    watch_silence()                               # a line at least every 10 s (a minute in a file)
     logic_data.stop_on_signals()
     try:
         main()
