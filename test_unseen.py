@@ -1715,7 +1715,9 @@ def test_the_papers_path_is_the_argument_and_speed_stands_after_main():
 
 @pytest.mark.parametrize('switches', [dict(), dict(shift=2),
                                       dict(copy_attn=True, copy_form='pointer', tie_emb=False),
-                                      dict(layout='template', freeze_emb=True, forget_every=10)])
+                                      dict(layout='template', freeze_emb=True, **{   # (the template's own sizes)
+                                          k: getattr(U.Config(), k) for k in ('broken', 'max_facts', 'max_side')}),
+                                      dict(forget_every=10, emb_lr=0.1)])
 def test_a_checkpoint_keeps_every_switch(tmp_path, switches):
     cfg = replace(TINY, steps=3, **switches)
     model, vocab, history = U.train(cfg, log=lambda s: None)
@@ -2213,7 +2215,7 @@ def test_a_stored_configs_numbers_are_checked_by_type_and_forgetting_must_reset_
     for field, value, says in (('max_side', 2.5, "--max-side 2.5: must be a whole number"),
                                ('max_side', None, "--max-side None: must be a whole number"),
                                ('steps', '10', "--steps '10': must be a whole number"),
-                               ('lr', 'x', "--lr 'x': must be a number"),
+                               ('lr', 'x', "--lr 'x': must be a finite number"),
                                ('max_depth', True, "--max-depth True: must be a whole number")):
         c = U.Config()
         setattr(c, field, value)
@@ -2604,8 +2606,8 @@ def test_a_checkpoint_with_one_changed_weight_is_refused(trained, tmp_path):
     torch.save(ck, tmp_path / 'flipped.pt')
     r = run('unseen.py', '--ckpt', str(tmp_path / 'flipped.pt'), '--ask', 'u1 . u1 -> u2 . ? u2')
     assert r.returncode == 1 and r.stderr.strip().splitlines() == [
-        f'error: {tmp_path}/flipped.pt: its weights do not match the digest saved with them (a damaged or '
-        'edited file)']
+        f'error: {tmp_path}/flipped.pt: its weights or config do not match the digest saved with them (a damaged '
+        'or edited file)']
     for shipped in ('assets/headline.pt', 'assets/standard.pt'):
         assert 'digest' in torch.load(shipped, weights_only=False)
 
@@ -2618,6 +2620,54 @@ def test_a_checkpoint_whose_config_was_relabelled_is_refused(tmp_path):
     assert r.returncode == 1 and r.stderr.strip().splitlines() == [
         f'error: {tmp_path}/relabelled.pt: its weights do not fit its stored configuration '
         '(transformer.h.0.attn.id_a is in the weights, not in the model): edited?']
+
+
+@pytest.mark.parametrize('edit, says', [
+    (dict(freeze_unused=True), '--freeze-unused freezes some rows; it cannot go with --freeze-emb'),
+    (dict(emb_lr=0.1), '--emb-lr has nothing to train with --freeze-emb'),
+    (dict(copy_form='pointer'), '--copy-form goes with --copy-attn'),
+    (dict(warmup=10 ** 12), '--warmup 1000000000000: at most 10000000'),
+    (dict(warmup=-100), '--warmup must be >= 0'),
+    (dict(shift=3), '--shift 3: must be even'),
+    (dict(n_embd='64'), "--n-embd '64': must be a whole number"),
+    (dict(optimizer='sgd'), "--optimizer 'sgd': must be muon or adamw")])
+def test_a_stored_config_passes_the_command_lines_own_checks(tmp_path, edit, says):
+    """A stored config is built and checked as the command line's is (config_error): a pair of switches the
+    command line refuses, a value out of range or of the wrong type, is refused in one line, never trained on."""
+    ck = torch.load('assets/headline.pt')
+    ck['config'].update(edit)
+    torch.save(ck, tmp_path / 'edited.pt')
+    r = run('unseen.py', '--ckpt', str(tmp_path / 'edited.pt'), '--ask', 'u1 . u1 -> u2 . ? u2')
+    line, = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and line.startswith(f'error: {tmp_path}/edited.pt: its stored configuration is '
+                                                 'not one this unseen.py trains (') and says in line, line
+
+
+def test_the_digest_covers_the_config_the_weights_are_saved_with(tmp_path):
+    """standard.pt's weights under headline.pt's config fit it, tensor for tensor: only the digest, which
+    covers the config, tells that the model would be labelled freeze-emb; an emptied config likewise."""
+    head, std = torch.load('assets/headline.pt'), torch.load('assets/standard.pt')
+    assert {k: v.shape for k, v in head['model'].items()} == {k: v.shape for k, v in std['model'].items()}
+    for name, config in (('swapped', head['config']), ('emptied', {})):
+        torch.save({**std, 'config': config}, tmp_path / f'{name}.pt')
+        r = run('unseen.py', '--ckpt', str(tmp_path / f'{name}.pt'), '--ask', 'u1 . u1 -> u2 . ? u2')
+        assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+            f'error: {tmp_path}/{name}.pt: its weights or config do not match the digest saved with them (a '
+            'damaged or edited file)'], name
+
+
+def test_a_lab_probes_checkpoint_says_how_to_load_it(trained, monkeypatch, tmp_path):
+    """lab/chain_probes.py writes the chain in another format: its checkpoint records its variables, and a
+    plain --ckpt (or a probe of other variables) names them instead of calling the weights edited."""
+    model, vocab, cfg = U.load_checkpoint(trained[3])
+    monkeypatch.setitem(U.PROBE, 'CHAIN', 'known')
+    U.save_checkpoint(str(tmp_path / 'probe.pt'), model, cfg, [])
+    assert U.load_checkpoint(str(tmp_path / 'probe.pt'))[2] == cfg          # the same probe loads it
+    monkeypatch.delitem(U.PROBE, 'CHAIN')
+    with pytest.raises(ValueError) as e:
+        U.load_checkpoint(str(tmp_path / 'probe.pt'))
+    assert str(e.value) == (f'{tmp_path}/probe.pt: its model reads the chain as CHAIN=known; load it with '
+                            f'CHAIN=known python lab/chain_probes.py --ckpt {tmp_path}/probe.pt')
 
 
 def test_a_small_eval_n_missing_a_depth_prints_a_dash_not_a_traceback(tmp_path, capsys):
@@ -2803,6 +2853,42 @@ def test_the_lemmas_picture_shows_every_line_the_bound_and_nothing_off_its_axes(
         y = line.get_ydata()
         assert low < y.min() and y.max() < high, line.get_label()
     assert 'Lemma 4.1' in fig._suptitle.get_text()
+
+
+def test_the_training_picture_shows_each_scenario_where_they_coincide(monkeypatch, tmp_path):
+    """headline.png on a projector: a frozen model's three scenarios are one curve; each stays visible (thick
+    and pale under dashed under thin and marked), in grid.png's colours, named in words."""
+    figures = []
+    monkeypatch.setattr(U, 'savefig', lambda fig, path: figures.append(fig))
+    history = [dict(step=k * 500, none=k / 10, query=k / 10, all=k / 10, cos_unseen=0.0, cos_train=0.0)
+               for k in range(10)]
+    U.plot(history, str(tmp_path / 'training.png'), 'frozen')
+    acc, cos = figures[0].axes
+    lines = acc.get_lines()
+    assert [line.get_label() for line in lines] == ['none (training names)', 'query (unseen query)',
+                                                    'all (every name unseen)']
+    assert [line.get_color() for line in lines] == ['tab:blue', 'tab:orange', 'tab:red']
+    widths = [line.get_linewidth() for line in lines]
+    assert widths == sorted(widths, reverse=True) and widths[0] >= 2 * widths[1] >= 2 * widths[2]
+    assert lines[0].get_alpha() < 1 and lines[1].get_linestyle() == '--' and lines[2].get_marker() == 'o'
+    unseen, train = cos.get_lines()
+    assert unseen.get_linewidth() > 2 * train.get_linewidth() and train.get_marker() == 'o'
+
+
+def test_the_rows_picture_says_where_the_collapsed_rows_are(monkeypatch, tmp_path):
+    """standard_rows.png: a hundred collapsed rows are one red dot; the picture says so with an arrow to it,
+    and only where they collapsed."""
+    figures = []
+    monkeypatch.setattr(U, 'savefig', lambda fig, path: figures.append(fig))
+    vocab, model = L.Vocab(TINY.n_symbols), U.make_model(TINY)
+    U.plot_rows(model, TINY, vocab, str(tmp_path / 'rows.png'))            # fresh rows: apart
+    with torch.no_grad():
+        model.lm_head.weight[vocab.unseen_ids] = model.lm_head.weight[vocab.unseen_ids[0]].clone()   # collapsed
+    U.plot_rows(model, TINY, vocab, str(tmp_path / 'rows.png'))
+    said = [[t.get_text() for t in ax.texts] for fig in figures for ax in fig.axes]
+    assert said == [[], [], [], ['all 100 unseen rows here:\ncollapsed to one (cosine 1.00)']], said
+    arrow, = figures[1].axes[1].texts
+    assert arrow.xy == pytest.approx(U.principal_plane(model.lm_head.weight)[vocab.unseen_ids].mean(0).tolist())
 
 
 def test_the_rows_picture_of_a_frozen_model_says_why_nothing_moves(monkeypatch, tmp_path):

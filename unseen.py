@@ -31,6 +31,7 @@ import glob
 import hashlib
 import io
 import itertools
+import json
 import logging
 import math
 import os
@@ -127,7 +128,7 @@ class Config:
     compile: bool = False      # attention and MLP through torch.compile (compile_blocks; --compile auto)
 
     def __post_init__(self):   # the defaults by layout: for the command line and code alike
-        for k, v in LAYOUT_DEFAULTS[self.layout].items():
+        for k, v in LAYOUT_DEFAULTS.get(self.layout, {}).items():   # (an unknown one: config_error)
             if getattr(self, k) is None:
                 setattr(self, k, v)
 
@@ -879,10 +880,12 @@ def compile_blocks(model, log=print):
     return True
 
 
+# watch_silence's words for what the run is doing, by the function it is in (the first found)
 PHASES = [('compile_blocks', 'compiling the attention and the MLP'), ('save_checkpoint', 'saving the model'),
-          ('evaluate_shapes', 'testing the shapes it never trained on'), ('shape_sets', 'drawing those shapes'),
-          ('eval_sets', 'drawing the test problems'), ('evaluate', 'evaluating'), ('plot', 'drawing the pictures'),
-          ('plot_rows', 'drawing the pictures'), ('mistakes', 'finding the mistakes'), ('train', 'training')]
+          ('evaluate_shapes', 'testing the shapes it never trained on'),
+          ('shape_sets', 'drawing those shapes'), ('eval_sets', 'drawing the test problems'),
+          ('evaluate', 'evaluating'), ('plot', 'drawing the pictures'), ('plot_rows', 'drawing the pictures'),
+          ('mistakes', 'finding the mistakes'), ('train', 'training'), ('train_step', 'training')]
 
 
 class Watched:
@@ -900,8 +903,8 @@ class Watched:
 
 
 def watch_silence(every=None):
-    """Never silent: after nearly `every` seconds without a line (10 on a terminal, 60 in a file or pipe) a line
-    says what the run is doing, read from where its main thread is (PHASES), and for how long."""
+    """Never silent: after nearly `every` seconds without a line (10 on a terminal, 60 in a file or pipe), a
+    line says what the run is doing, read from where its main thread is (PHASES), and for how long."""
     out = sys.stdout = Watched(sys.stdout)
     every = every or (10 if out.isatty() else 60)
 
@@ -1008,6 +1011,9 @@ def eval_chunk(cfg, T):
 
 # switches added since: a stored config without one trained at this value (no idle problems before --idle)
 ADDED = dict(idle=0.0)
+
+
+PROBE = {}   # lab/chain_probes.py's changes to this file's functions (its variables): in its checkpoints
 
 
 def current_config(stored):
@@ -1300,16 +1306,23 @@ def pyplot():
     return plt
 
 
+LOOKS = [dict(lw=6, alpha=0.35), dict(lw=2.5, ls='--'), dict(lw=1.2, marker='o', ms=4)]   # seen where equal
+COLOURS = dict(none='tab:blue', query='tab:orange', all='tab:red')   # as lab/grid.py's grid.png
+
+
 def plot(history, path, title):
+    """training.png: each scenario's exact match and the rows' cosines at every evaluation; lines that
+    coincide (a frozen model's three scenarios) stay visible, thick and pale under thin and marked."""
     plt = pyplot()
     steps = [h['step'] for h in history]
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
-    for s in logic_data.SCENARIOS:
-        a.plot(steps, [100 * h[s] for h in history], label=s)
+    names = dict(none='none (training names)', query='query (unseen query)', all='all (every name unseen)')
+    for s, look in zip(logic_data.SCENARIOS, LOOKS):
+        a.plot(steps, [100 * h[s] for h in history], label=names[s], color=COLOURS[s], **look)
     a.set(xlabel='step', ylabel='exact match (%)', ylim=(-2, 102), title='accuracy per test scenario')
-    a.legend(title='unseen names')
-    b.plot(steps, [h['cos_unseen'] for h in history], label='unseen tokens')
-    b.plot(steps, [h['cos_train'] for h in history], label='training tokens')
+    a.legend(title='test scenario')
+    b.plot(steps, [h['cos_unseen'] for h in history], label='unseen tokens', color='tab:red', **LOOKS[0])
+    b.plot(steps, [h['cos_train'] for h in history], label='training tokens', color='tab:blue', **LOOKS[2])
     b.set(xlabel='step', ylabel='mean pairwise cosine', ylim=(-0.1, 1.05), title='unembedding collapse')
     b.legend()
     fig.suptitle(title)
@@ -1341,9 +1354,14 @@ def plot_rows(model, cfg, vocab, path):
     for ax, w, when in panels:
         xy = principal_plane(w)                                         # (V, 2)
         ax.scatter(*xy[train_ids].T, s=4, alpha=0.4, label='training names (1000 of them)')
-        ax.scatter(*xy[vocab.unseen_ids].T, s=10, color='tab:red', label='unseen names (100)')
-        ax.set(title=f'{when}: unseen-row cosine {cos_str(mean_pairwise_cosine(w[vocab.unseen_ids]))}',
-               xlabel='PC 1', ylabel='PC 2')
+        ax.scatter(*xy[vocab.unseen_ids].T, s=12, color='tab:red', label='unseen names (100)', zorder=3)
+        cos = mean_pairwise_cosine(w[vocab.unseen_ids])
+        ax.set(title=f'{when}: unseen-row cosine {cos_str(cos)}', xlabel='PC 1', ylabel='PC 2')
+        if cos > 0.9:       # the collapse: a hundred rows on one spot, said on the picture
+            ax.annotate(f'all {len(vocab.unseen_ids)} unseen rows here:\ncollapsed to one (cosine '
+                        f'{cos_str(cos)})', xy[vocab.unseen_ids].mean(0).tolist(), xytext=(0.45, 0.85),
+                        textcoords='axes fraction',
+                        color='tab:red', fontsize=9, arrowprops=dict(arrowstyle='->', color='tab:red'))
     axes[0, 0].legend(loc='lower left', fontsize=8)
     fig.suptitle(f'{run_name(cfg)}: unembedding rows, first two principal components' + (
         '\nfrozen at their orthogonal start: no gradient ever moves them' if frozen else ''))
@@ -1360,7 +1378,7 @@ def save_checkpoint(path, model, cfg, history, shapes=None):
     release_freed_memory()
     weights, buffer = model.state_dict(), io.BytesIO()
     torch.save({'model': weights, 'config': asdict(cfg), 'history': history, 'shapes': shapes,
-                'digest': digest(weights)}, buffer)
+                'digest': digest(weights, asdict(cfg)), **({'probe': PROBE} if PROBE else {})}, buffer)
     try:
         with signals_held():                  # Ctrl-C or kill now: after the file is whole
             write_bytes(path, buffer.getvalue())
@@ -1396,9 +1414,10 @@ def write_bytes(path, data):
         os.fsync(f.fileno())
 
 
-def digest(weights):
-    """SHA-256 of a state_dict's names and bytes: stored with a checkpoint, it finds one flipped byte."""
-    h = hashlib.sha256()
+def digest(weights, config):
+    """SHA-256 of a state_dict's names and bytes and of the config stored with them: it finds one flipped
+    byte, and weights put under another run's config."""
+    h = hashlib.sha256(json.dumps(config, sort_keys=True).encode())
     for k in sorted(weights):
         h.update(k.encode())
         h.update(weights[k].detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
@@ -1637,26 +1656,6 @@ def ask(model, vocab, cfg, text):
     return ok
 
 
-def field_error(stored):
-    """The first field of a stored config (a checkpoint's, a grid cell's) not of Config's type for it, in
-    words that name it, what it holds and what it should hold (the command line parsed its own)."""
-    known = {f.name: f for f in fields(Config)}
-    choices = {f.name: f.metadata['choices'] for f in fields(Config) if 'choices' in f.metadata}
-    for k, v in stored.items():
-        if k not in known:
-            return f"{k}: a field this unseen.py does not know"
-        t = known[k].type
-        if v is None and known[k].default is None:        # None: by layout
-            continue
-        ok = (type(v) is bool if t is bool else type(v) is int if t is int else
-              type(v) in (int, float) and math.isfinite(v) if t is float else v in choices.get(k, (v,)))
-        if not ok or (t is str and not isinstance(v, str)):
-            should = {bool: 'true or false', int: 'a whole number', float: 'a finite number'}.get(t) or \
-                (' or '.join(choices[k]) if k in choices else 'a word')
-            return f"{k} holds {v!r}; it should hold {should}"
-    return None
-
-
 def load_checkpoint(path, device='cpu'):
     """(model, vocab, cfg) of a checkpoint. Its config's fields are of their types and pass the command line's
     checks, its weights have the shapes that config makes and are finite; anything else is a ValueError
@@ -1668,10 +1667,16 @@ def load_checkpoint(path, device='cpu'):
     if not (isinstance(ck, dict) and isinstance(ck.get('config'), dict) and isinstance(ck.get('model'), dict)
             and 'digest' in ck):
         raise ValueError(f"{path} is not a checkpoint written by this unseen.py (no model, config, digest)")
+    probe = ck.get('probe', {})
+    if probe != PROBE:   # a lab probe's model reads its own chain format (lab/chain_probes.py)
+        how = ' '.join(f'{k}={v}' for k, v in probe.items()) if isinstance(probe, dict) else repr(probe)
+        raise ValueError(f"{path}: its model reads the chain as {how or 'unseen.py writes it'}; load it with "
+                         + (f"{how} python lab/chain_probes.py" if how else "python unseen.py")
+                         + f" --ckpt {path}")
     stored = current_config(ck['config'])
-    error = field_error(stored)
-    cfg = None if error else Config(**{**stored, 'device': device})
-    error = error or config_error(cfg)
+    unknown = sorted(set(stored) - {f.name for f in fields(Config)})
+    cfg = None if unknown else Config(**{**stored, 'device': device})
+    error = f"{unknown[0]}: a field this unseen.py does not know" if unknown else config_error(cfg)
     if error:
         raise ValueError(f"{path}: its stored configuration is not one this unseen.py trains ({error})")
     weights, model = ck['model'], make_model(cfg)
@@ -1688,7 +1693,7 @@ def load_checkpoint(path, device='cpu'):
         held = list(w.shape) if torch.is_tensor(w) else type(w).__name__
         raise ValueError(f"{path}: its weights {shaped} are {held}, its stored configuration makes them "
                          f"{list(want[shaped].shape)}: edited?")
-    damaged = digest(weights) != ck['digest']
+    damaged = digest(weights, ck['config']) != ck['digest']
     model.load_state_dict(weights)
     try:
         model(torch.zeros(1, 2, dtype=torch.long, device=device))
@@ -1703,8 +1708,8 @@ def load_checkpoint(path, device='cpu'):
     if flat:
         raise ValueError(f"{path}: its weights {flat} are all one value: not a trained model (edited?)")
     if damaged:
-        raise ValueError(f"{path}: its weights do not match the digest saved with them (a damaged or edited "
-                         "file)")
+        raise ValueError(f"{path}: its weights or config do not match the digest saved with them (a damaged "
+                         "or edited file)")
     model.eval()
     return model, logic_data.Vocab(cfg.n_symbols), cfg
 
@@ -1882,8 +1887,9 @@ def parse_args(argv=None):
 
 
 def check_args(p, args):
-    """Every way the switches can contradict each other or measure nothing, each a one-line argparse error."""
-    d, flag = Config(), lambda k: '--' + k.replace('_', '-')
+    """What the command line's modes allow (--ckpt, --ask, --problems, --device, --out), then the
+    configuration it builds (config_error: a stored one passes the same): each a one-line argparse error."""
+    flag = lambda k: '--' + k.replace('_', '-')
     given = lambda names: [flag(k) for k in names if getattr(args, k) != p.get_default(k)]
     on_ckpt = given(k for k in vars(args) if k not in ('ckpt', 'ask', 'problems', 'unseen', 'device', 'out'))
     on_answer = given(('unseen', 'out'))
@@ -1902,23 +1908,6 @@ def check_args(p, args):
         (args.ckpt and not os.path.isfile(args.ckpt), f'--ckpt {args.ckpt}: no such file'),
         ((args.ask or args.problems) and on_answer, f"--{'ask' if args.ask else 'problems'} prints what the "
          f"model writes and saves nothing; it cannot take {' '.join(on_answer)} (--ckpt alone: its tests)"),
-        (True, config_error(args)),
-        (args.freeze_emb and args.forget_every,
-         '--freeze-emb and --forget-every contradict each other: frozen embeddings are never reset'),
-        (args.freeze_unused and (args.freeze_emb or args.forget_every),
-         '--freeze-unused freezes some rows; it cannot go with '
-         + ('--freeze-emb' if args.freeze_emb else '--forget-every') + ' (which acts on all of them)'),
-        (args.copy_form != d.copy_form and not args.copy_attn, '--copy-form goes with --copy-attn'),
-        *[(getattr(args, k) != getattr(d, k) and args.layout == 'template',
-           f'{flag(k)} goes with --layout shapes (the one layout {why})')
-          for k, why in (('broken', 'has no broken paths'), ('max_facts', 'always has 2 facts'),
-                         ('max_dead', 'always has 2 dead rules'), ('max_side', 'has no side rules'),
-                         ('idle', 'always has its path'))],
-        (args.muon_lr != d.muon_lr
-         and (args.optimizer or LAYOUT_DEFAULTS[args.layout]['optimizer']) != 'muon',
-         '--muon-lr goes with --optimizer muon (the default on problems of every shape)'),
-        (args.forget_until and not args.forget_every, '--forget-until needs --forget-every K'),
-        (args.emb_lr != d.emb_lr and args.freeze_emb, '--emb-lr has nothing to train with --freeze-emb'),
         (args.device not in ('auto', 'cpu', 'cuda', 'mps') and not args.device.startswith('cuda:'),
          f"--device {args.device}: choose auto, cpu, cuda or mps"),
         (args.device.startswith('cuda') and not torch.cuda.is_available(),
@@ -1928,72 +1917,87 @@ def check_args(p, args):
     for bad, message in problems:
         if bad and message:
             p.error(message)
+    if not args.ckpt:
+        error = config_error(config_from_args(args))
+        if error:
+            p.error(error)
 
 
 def config_error(c):
-    """The first thing wrong with a configuration (the command line's or a checkpoint's), naming the flag."""
-    flag = lambda k: '--' + k.replace('_', '-')
-    number = lambda k: getattr(c, k) if getattr(c, k) is not None else LAYOUT_DEFAULTS[c.layout][k]
-    if c.optimizer not in (None, 'muon', 'adamw'):   # (a stored config)
-        return f"--optimizer {c.optimizer}: choose muon or adamw"
-    open_low = ('lr', 'emb_lr', 'muon_lr', 'decay')   # zero trains nothing; nan and inf fail all
+    """The first thing wrong with a configuration, the command line's or a stored one (a checkpoint's), in one
+    line naming the flag: a value of the wrong type, switches that contradict each other, a value out of its
+    range, a model or an evaluation too large for this demo."""
+    flag, d = (lambda k: '--' + k.replace('_', '-')), Config()
+    for f in fields(Config):      # (the command line parsed its own; a stored config can hold anything)
+        v, choices = getattr(c, f.name), f.metadata.get('choices')
+        ok = (v in choices if choices else type(v) is bool if f.type is bool else type(v) is int
+              if f.type is int else type(v) in (int, float) and math.isfinite(v) if f.type is float
+              else isinstance(v, str))
+        if not ok:
+            should = ' or '.join(choices) if choices else {bool: 'true or false', int: 'a whole number',
+                                                           float: 'a finite number'}.get(f.type, 'a word')
+            return f"{flag(f.name)} {v!r}: must be {should}"
+    if c.layout not in LAYOUT_DEFAULTS:
+        return f"--layout {c.layout}: choose from {', '.join(logic_data.LAYOUTS)}"
+    open_low = ('lr', 'emb_lr', 'muon_lr', 'decay')   # zero trains nothing
     ranges = (('lr', 0, 1), ('emb_lr', 0, 100), ('muon_lr', 0, 1), ('weight_decay', 0, 10),
               ('decay', 0, 1), ('lr_floor', 0, 1), ('broken', 0, 1), ('idle', 0, 1), ('ema', 0, 1))
     highs = (('n_symbols', 100_000), ('n_embd', 2048), ('n_layer', 48), ('batch_size', 4096),
-             ('eval_n', 20_000), ('steps', 10_000_000), ('shift', 1000))
-    if c.layout not in logic_data.LAYOUTS:
-        return f"--layout {c.layout}: choose from {', '.join(logic_data.LAYOUTS)}"
-    whole = ('n_symbols', 'max_depth', 'max_premises', 'curriculum', 'max_facts', 'max_dead', 'max_side',
-             'n_layer', 'n_head', 'n_embd', 'shift', 'forget_every', 'forget_until', 'steps', 'batch_size',
-             'warmup', 'eval_every', 'eval_n', 'seed')
-    for k, kind in [(k, 'a whole number') for k in whole] + [(k, 'a number') for k, _, _ in ranges]:
-        v = getattr(c, k, None)   # (a stored config can hold anything; the command line parsed these)
-        if v is None and (k in LAYOUT_DEFAULTS[c.layout] or not hasattr(c, k)):
-            continue              # None: by layout (or no such flag)
-        if isinstance(v, bool) or not isinstance(v, int if kind == 'a whole number' else (int, float)):
-            return f"{flag(k)} {v!r}: must be {kind}"
-    heads = number('n_head')
+             ('eval_n', 20_000), ('steps', 10_000_000), ('shift', 1000), ('warmup', 10_000_000))
     problems = [
+        (c.freeze_emb and c.forget_every,
+         '--freeze-emb and --forget-every contradict each other: frozen embeddings are never reset'),
+        (c.freeze_unused and (c.freeze_emb or c.forget_every),
+         '--freeze-unused freezes some rows; it cannot go with '
+         + ('--freeze-emb' if c.freeze_emb else '--forget-every') + ' (which acts on all of them)'),
+        (c.copy_form != d.copy_form and not c.copy_attn, '--copy-form goes with --copy-attn'),
+        *[(getattr(c, k) != getattr(d, k) and c.layout == 'template',
+           f'{flag(k)} goes with --layout shapes (the one layout {why})')
+          for k, why in (('broken', 'has no broken paths'), ('max_facts', 'always has 2 facts'),
+                         ('max_dead', 'always has 2 dead rules'), ('max_side', 'has no side rules'),
+                         ('idle', 'always has its path'))],
+        (c.muon_lr != d.muon_lr and c.optimizer != 'muon',
+         '--muon-lr goes with --optimizer muon (the default on problems of every shape)'),
+        (c.forget_until and not c.forget_every, '--forget-until needs --forget-every K'),
+        (c.emb_lr != d.emb_lr and c.freeze_emb, '--emb-lr has nothing to train with --freeze-emb'),
         (c.forget_every > 0 and 0 < c.forget_until < c.forget_every,
          f'--forget-until {c.forget_until} comes before the first reset (step {c.forget_every}): nothing '
          'would be reset; drop --forget-until or make it at least --forget-every'),
-        *[(number(k) < 1, f'{flag(k)} must be >= 1')
+        *[(getattr(c, k) < 1, f'{flag(k)} must be >= 1')
           for k in ('steps', 'batch_size', 'eval_every', 'eval_n', 'n_layer', 'n_head', 'n_embd')],
-        *[(number(k) < 0, f'{flag(k)} must be >= 0')
-          for k in ('forget_every', 'forget_until', 'curriculum')],
-        (number('shift') < 0, '--shift must be >= 0'),
-        (number('ema') == 1, '--ema 1: the average would never leave the initial weights (0: the last ones)'),
+        *[(getattr(c, k) < 0, f'{flag(k)} must be >= 0')
+          for k in ('forget_every', 'forget_until', 'curriculum', 'warmup', 'shift')],
+        (c.shift % 2, f'--shift {c.shift}: must be even (its help: keep N even)'),
+        (c.ema == 1, '--ema 1: the average would never leave the initial weights (0: the last ones)'),
         (not 0 <= c.seed < 2 ** 63, f'--seed {c.seed}: must be in [0, 2^63)'),
-        (heads >= 1 and c.n_embd % heads,
-         f'--n-embd {c.n_embd} must be divisible by --n-head {heads}'),
-        (True, logic_data.size_error(c.n_symbols, c.max_depth, number('max_premises'), c.max_facts,
-                                     c.max_dead, c.max_side)),
-        *[(not low <= number(k) <= high or (number(k) == 0 and k in open_low),
-           f"{flag(k)} {number(k)}: must be a number in {'(' if k in open_low else '['}{low}, {high}]")
+        (c.n_head >= 1 and c.n_embd % c.n_head,
+         f'--n-embd {c.n_embd} must be divisible by --n-head {c.n_head}'),
+        (True, logic_data.size_error(c.n_symbols, c.max_depth, c.max_premises, c.max_facts, c.max_dead,
+                                     c.max_side)),
+        *[(not low <= getattr(c, k) <= high or (getattr(c, k) == 0 and k in open_low),
+           f"{flag(k)} {getattr(c, k)}: must be a number in {'(' if k in open_low else '['}{low}, {high}]")
           for k, low, high in ranges],
-        *[(number(k) > high, f"{flag(k)} {getattr(c, k)}: at most {high} (this is a small-model demo)")
+        *[(getattr(c, k) > high, f"{flag(k)} {getattr(c, k)}: at most {high} (this is a small-model demo)")
           for k, high in highs]]
     bad = next((m for bad, m in problems if bad and m), None)
     if bad:
         return bad
     # the caps above hold one by one; these hold what they are for: the model's size, and the memory of one
     # evaluation (a scenario's test problems, eval_chunk at a time: attention scores, logits)
-    longest = Config.longest_problems(c)
-    T, targets = longest.max_tokens(), longest.limits()['chain'] + 2     # per problem: chain, answer, <eos>
-    V, C = len(logic_data.Vocab(c.n_symbols)), c.n_embd
-    params = number('n_layer') * 12 * C * C + V * C
+    longest = c.longest_problems()
+    T, targets, heads = longest.max_tokens(), longest.limits()['chain'] + 2, c.n_head  # chain, answer, <eos>
+    V, C, B, L = len(logic_data.Vocab(c.n_symbols)), c.n_embd, c.batch_size, c.n_layer
+    params = L * 12 * C * C + V * C
     if params > 200e6:
-        return (f"--n-layer {number('n_layer')} --n-embd {C}: {params / 1e6:.0f}M parameters, at most 200M "
-                '(this is a small-model demo)')
-    memory = min(number('eval_n'), max(1, EVAL_SCORES // (heads * T * T))) * (T * (heads * T + 4 * C)
-                                                                             + targets * V) * 4
+        return (f'--n-layer {L} --n-embd {C}: {params / 1e6:.0f}M parameters, at most 200M (this is a '
+                'small-model demo)')
+    memory = min(c.eval_n, eval_chunk(c, T)) * (T * (heads * T + 4 * C) + targets * V) * 4
     if memory > 8e9:
-        return (f'--eval-n {number("eval_n")} with problems of up to {T} tokens: one evaluation would hold '
+        return (f'--eval-n {c.eval_n} with problems of up to {T} tokens: one evaluation would hold '
                 f'{memory / 1e9:.0f} GB; use a smaller --eval-n')
     # a training step keeps every layer's activations for the backward pass: per token and layer the
     # attention scores and probabilities (2 n_head T) and about 16 C more (q, k, v, the MLP's 4C twice, ...),
     # the logits and their gradient at the target positions, and per parameter its gradient and two moments
-    B, L = number('batch_size'), number('n_layer')
     memory = (B * (T * L * (2 * heads * T + 16 * C) + 2 * targets * V) + 4 * params) * 4
     if memory > 12e9:
         return (f'--batch-size {B} --n-layer {L} --n-embd {C} with problems of up to {T} tokens: one '

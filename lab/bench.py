@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import logic_data                                              # noqa: E402
 from unseen import (batches, compile_blocks, config_from_args, keep_freed_memory, make_model,  # noqa: E402
                     make_optimizer, matmul_rate, parse_args, pick_precision, run_name, set_lr, step_flops,
-                    train_step)
+                    train_step, watch_silence)
 import torch                                                   # noqa: E402
 
 
@@ -99,7 +99,8 @@ def bench(cfg, steps=40, rounds=2, log=print):
     return '\n'.join(lines)
 
 
-BENCH_FLAGS = ('unseen', 'steps', 'curriculum', 'eval_every', 'eval_n', 'out', 'ask', 'ckpt', 'problems')
+BENCH_FLAGS = ('unseen', 'steps', 'curriculum', 'eval_every', 'eval_n', 'out', 'ask', 'ckpt', 'problems',
+               'compile')
 
 
 def main(argv=None):
@@ -110,15 +111,19 @@ def main(argv=None):
         return
     given = [a.split('=')[0] for a in argv if a.startswith('--')]
     wrong = [a for a in given if a[2:].replace('-', '_') in BENCH_FLAGS]
-    if wrong:
-        sys.exit(f"error: {wrong[0]}: the bench times a fixed number of steps at full problems and writes "
-                 "nothing; give only model and data flags")
-    cfg = config_from_args(parse_args(argv))
+    args, plain = parse_args(argv), parse_args([])
+    wrong = wrong or [f"--{k.replace('_', '-')}" for k in BENCH_FLAGS if getattr(args, k) != getattr(plain, k)]
+    if wrong:       # (the second look: an abbreviation, --ck for --ckpt)
+        sys.exit(f"error: {wrong[0]}: the bench times a fixed number of steps at full problems, as written and "
+                 "compiled, and writes nothing; give only model and data flags")
+    cfg = config_from_args(args)
     try:
-        print(f"training-loop throughput, {run_name(cfg)}, on {cfg.device}\n\n{bench(cfg)}")
+        print(f"training-loop throughput, {run_name(cfg)}, on {cfg.device}", flush=True)
+        print(f"\n{bench(cfg)}")
     except KeyboardInterrupt:
         sys.exit('error: interrupted')
 
 
 if __name__ == '__main__':
+    watch_silence()        # the compiles: a line at least every 10 s (a minute in a file)
     main()

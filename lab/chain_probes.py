@@ -248,6 +248,9 @@ def marked_model(cfg, weights=None):
 
 
 make_model = unseen.make_model
+unseen.PROBE.update({k: v for k, v in dict(CHAIN=CHAIN, JITTER=JITTER, BALANCE=BALANCE, LOGN=LOGN, PREFIX=PREFIX,
+                                          MARK=MARK, LOSSW=LOSSW, RULELESS=RULELESS).items()
+                     if v != dict(CHAIN='heads').get(k, '' if isinstance(v, str) else 0)})
 logic_data.problem_tokens = problem_tokens
 logic_data.GenConfig.max_tokens = max_tokens
 if KEEP or RULELESS:

@@ -32,9 +32,8 @@ import torch.nn.functional as F                                # noqa: E402
 
 import logic_data                                              # noqa: E402
 from unseen import (Config, batches, cos_str, current_config, eval_sets, evaluate, evaluate_shapes,  # noqa: E402
-                    field_error,
-                    hardware, held_out_mean, make_optimizer, pyplot, rows_stats, run_name, savefig, set_lr,
-                    shape_sets, train, train_step, whole, acc_str)
+                    hardware, held_out_mean, lock, make_optimizer, pyplot, rows_stats, run_name, savefig,
+                    set_lr, shape_sets, train, train_step, whole, acc_str)
 
 # one setting for every row: the demo's task and training on derivations of depth 1-2, 4 layers of 4 heads,
 # chains as drawn, the demo's earlier problem sizes (no idle problems), 3000 steps, the last weights; --quick: six
@@ -141,13 +140,12 @@ def read_cell(path, cfg, label=None):
             raise ValueError('not a cell of this grid')
     except (OSError, ValueError, RecursionError) as e:
         raise ValueError(f"{path}: unreadable ({e}); remove it and run the cell again") from None
-    theirs = current_config(r['config'])
-    retired = field_error(theirs)
-    ours = json.loads(json.dumps(asdict(cfg)))
-    differ = sorted(k for k in {*theirs, *ours} if theirs.get(k) != ours.get(k))
-    if retired or differ:
-        k = differ[0] if differ else ''
-        raise ValueError(f"{path}: written by other settings ({retired or f'{k} {theirs.get(k)!r}, this grid: {ours.get(k)!r}'}); "
+    theirs, ours = current_config(r['config']), json.loads(json.dumps(asdict(cfg)))
+    differ = sorted(k for k in {*theirs, *ours} if theirs.get(k) != ours.get(k) or type(theirs.get(k)) is not
+                    type(ours.get(k)))      # (1 and 1.0, 1 and true: edited)
+    if differ:
+        k = differ[0]
+        raise ValueError(f"{path}: written by other settings ({k} {theirs.get(k)!r}, this grid: {ours.get(k)!r}); "
                          "give the same settings, or another --out (the file is kept)")
     number = lambda v, low=-math.inf, high=math.inf: type(v) in (int, float) and low <= v <= high
     share = lambda v: number(v, 0, 1)
@@ -368,10 +366,16 @@ def finetune_table(ft):
 
 
 def finetune_plot(ft, path):
+    """Each start's curve with a marker at every evaluation: a start at 90% before a single step (fresh
+    rows) is one marked point, said in words beside it."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for rows, v in ft['finetune'].items():
-        ax.plot(*zip(*[(step, 100 * acc) for step, acc in v['history']]), label=f'{rows} rows')
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for (rows, v), marker in zip(ft['finetune'].items(), 'osD^v'):
+        curve = [(step, 100 * acc) for step, acc in v['history']]
+        ax.plot(*zip(*curve), marker=marker, ms=4 if len(curve) > 1 else 9, label=f'{rows} rows')
+        if len(curve) == 1:
+            ax.annotate(f'{rows} rows: {curve[0][1]:.1f}% before a single step', curve[0], xytext=(12, -4),
+                        textcoords='offset points', fontsize=9, va='top')
     ax.axhline(90, color='gray', lw=0.5, ls='--')
     ax.text(0, 91, '90%', color='gray', fontsize=8)
     ax.set(xlabel='fine-tuning step', ylabel='exact match, all names unseen (%)', ylim=(-2, 102),
@@ -451,6 +455,10 @@ def parse_args(argv=None):
         p.error("--rows '': give the text of the rows' names (e.g. --rows forget)")
     if args.seed != 0 and not args.cell:
         p.error('--seed goes with --cell (the grid: --seeds)')
+    if not 0 <= args.seed < 2 ** 63:
+        p.error(f'--seed {args.seed}: must be in [0, 2^63)')
+    if args.device != 'cpu' and not (args.device.split(':')[0] == 'cuda' and torch.cuda.is_available()):
+        p.error(f"--device {args.device}: choose cpu, or cuda on a machine that has it")
     if args.workers < 1:
         p.error('--workers must be at least 1')
     if args.table and args.out and args.out != args.table:
@@ -539,9 +547,10 @@ def main(argv=None):
                 json.dump(result, f)
             return print(f"wrote {path} ({result['wall']:.0f} s)")
         if not args.table:
+            os.makedirs(os.path.join(out, 'cells'), exist_ok=True)
+            lock(out)             # one plain grid a folder (a second one on it: refused in one line)
             print(f"grid: {len(todo)} cells ({len(seeds)} seed(s) a row), {base.steps} steps each, "
                   f"{grid_problems(base)}, {base.device} in {base.precision}; writing to {out}")
-            os.makedirs(os.path.join(out, 'cells'), exist_ok=True)
             run_missing(args, todo, out)
         missing = table(base, todo, out, seeds, tag)
         print(f"wrote {out}/grid{tag}.md, grid{tag}.json, grid{tag}.png" +

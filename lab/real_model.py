@@ -398,16 +398,17 @@ def problems_in_slots(rng, gen, n):
     return [L.generate(rng, gen, [f'a{i}' for i in range(100)]) for _ in range(n)]
 
 
-def finetune_arm(folder, config, tokenizer, names, control, args, log, clock):
-    """Fine-tune a fresh copy of the checkpoint on problems written in `names`; stop at 90% or args.ft_steps.
-    Returns the curve [(step, accuracy)]."""
+def finetune_arm(folder, config, tokenizer, names, control, args, log, clock, how='orthogonal'):
+    """Fine-tune a fresh copy of the checkpoint on problems written in `names` (their rows first re-drawn
+    from the `control` words' `how`, where given); stop at 90% or args.ft_steps. Returns the curve
+    [(step, accuracy)]."""
     gen = L.GenConfig(max_depth=args.max_depth, max_premises=1, layout=args.layout)
     torch.manual_seed(args.seed)
     model = LM(folder, config)
     E, vocab = model.embedding(), tokenizer.get_vocab()
     if control:
         with torch.no_grad():
-            redraw_rows(E, [vocab[t] for t in names], [vocab[t] for t in control], args.seed, args.control)
+            redraw_rows(E, [vocab[t] for t in names], [vocab[t] for t in control], args.seed, how)
     enc = Encoder(tokenizer, names)
     rng = random.Random(args.seed)   # the same problems, in the same order, for every set of names
     test = enc.batch(problems_in_slots(rng, gen, args.ft_test))
@@ -459,20 +460,20 @@ def finetune(args):
     if 'ordinary' not in sets or len(sets) < 2:
         raise ValueError(f"{ckpt}: the vocabulary has no 100 ordinary words and 100 reserved or "
                          "never-trained pieces to compare")
-    arms = [(k, v, None) for k, v in sets.items() if not args.quick or k in ('ordinary', 'reserved')]
+    arms = [(k, v, None, None) for k, v in sets.items() if not args.quick or k in ('ordinary', 'reserved')]
     if 'reserved' in sets and not args.quick:
-        label = 'rows re-drawn apart' if args.control == 'orthogonal' else 'rows copied from ordinary words'
-        arms.append((f'reserved, {label}', sets['reserved'], sets['ordinary']))
+        arms += [(f'reserved, {CONTROLS[how]}', sets['reserved'], sets['ordinary'], how)
+                 for how in dict.fromkeys(args.control)]
     print(f"fine-tuning {ckpt} on problems of depth 1-{args.max_depth} ({args.layout} layout), batch "
           f"{args.ft_batch}, AdamW lr {args.ft_lr}, until 90% exact match on {args.ft_test} problems or "
           f"step {args.ft_steps}; {torch.get_num_threads()} threads, float32")
-    for k, v, control in arms:
+    for k, v, control, _ in arms:
         if control:
             continue
         cos = unseen.mean_pairwise_cosine(E[[vocab[t] for t in v]])
         print(f"  {k:14s} {' '.join(v[:6])} ... (mean pairwise cosine of the rows {cos:.2f})")
     start, curves, before = time.time(), {}, 0      # before: the steps the earlier sets took
-    for a, (k, names, control) in enumerate(arms):
+    for a, (k, names, control, how) in enumerate(arms):
         print(f"{k}:")
         t0 = time.time()
 
@@ -480,7 +481,7 @@ def finetune(args):
             done, left = before + step, (len(arms) - a) * args.ft_steps - step
             eta = f"{(time.time() - start) / done * left / 60:.0f} min at most" if done else '-'
             return f"{time.time() - t0:5.0f} s | ETA {eta}"
-        curves[k] = finetune_arm(ckpt, config, tokenizer, names, control, args, print, clock)
+        curves[k] = finetune_arm(ckpt, config, tokenizer, names, control, args, print, clock, how)
         before += curves[k][-1][0]
     print(f"\nsteps to 50% and 90% (batch {args.ft_batch}), trained in {(time.time() - start) / 60:.1f} min:")
     for k, curve in curves.items():
@@ -490,20 +491,31 @@ def finetune(args):
               + f"   (last {100 * curve[-1][1]:.1f}%)")
     print(f"  {PAPER_GEMMA}")
     os.makedirs(args.out, exist_ok=True)
+    with unseen.whole(os.path.join(args.out, 'finetune_real.json')) as part, open(part, 'w') as f:
+        json.dump(dict(folder=args.folder, batch=args.ft_batch, curves=curves), f, indent=1)   # to redraw from
     plot_finetune(curves, args, os.path.join(args.out, 'finetune_real.png'))
 
 
+CONTROLS = dict(orthogonal='rows re-drawn apart', copies='rows copied from ordinary words')
+LOOKS = {'ordinary': ('tab:blue', 'o'), 'reserved': ('tab:red', 's'), 'never-trained': ('tab:purple', 'v'),
+         f"reserved, {CONTROLS['orthogonal']}": ('tab:orange', 'D'), f"reserved, {CONTROLS['copies']}":
+         ('tab:green', '^')}   # each row of the README's table its own colour and marker (some end early)
+
+
 def plot_finetune(curves, args, path):
+    """A line a set of names, each with its own colour and a marker at every evaluation (a set that reaches
+    90% stops there: its line is short); the 90% line they race to."""
     plt = unseen.pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(10, 4.5))
     for k, curve in curves.items():
-        ax.plot(*zip(*[(s, 100 * a) for s, a in curve]), marker='.', label=k)
+        colour, marker = LOOKS.get(k, (None, 'o'))
+        ax.plot(*zip(*[(s, 100 * a) for s, a in curve]), marker=marker, ms=5, color=colour, label=k)
     ax.axhline(90, color='k', ls=':', lw=1)
     ax.text(0, 91, '90%', fontsize=8)
     where = '/'.join(os.path.normpath(args.folder).split(os.sep)[-2:])
     ax.set(xlabel=f'fine-tuning step (batch {args.ft_batch})', ylabel='exact match, %', ylim=(-2, 102),
            title=f"{where}: the same problems, {len(curves)} sets of names")
-    ax.legend()
+    ax.legend(title='the names of the variables', loc='upper left', bbox_to_anchor=(1.01, 1))   # off the lines
     fig.tight_layout()
     note = unseen.replacing(path)
     unseen.savefig(fig, path)
@@ -546,9 +558,9 @@ def main(argv=None):
     p.add_argument('--ft-batch', type=int, default=32, help='problems per step')
     p.add_argument('--ft-lr', type=float, default=1e-4, help='AdamW learning rate')
     p.add_argument('--ft-test', type=int, default=200, help='held-out test problems')
-    p.add_argument('--control', choices=('orthogonal', 'copies'), default='orthogonal',
+    p.add_argument('--control', choices=('orthogonal', 'copies'), nargs='+', default=['orthogonal'],
                    help="the reserved rows re-drawn before fine-tuning as orthogonal directions at the ordinary "
-                   "rows' distance, or as copies of ordinary rows")
+                   "rows' distance, or as copies of ordinary rows, or both (a set each): the README's table")
     p.add_argument('--max-depth', type=int, default=2, help='longest derivation (2: short sequences)')
     p.add_argument('--layout', choices=L.LAYOUTS, default='template', help="the problems' layout")
     args = p.parse_args(argv)

@@ -88,6 +88,22 @@ def test_fine_tuning_starts_from_collapsed_fresh_or_copied_rows():
     assert steps is None and [s for s, _ in history] == [0, 2, 4]
 
 
+def test_the_fine_tuning_picture_marks_every_evaluation_and_names_a_one_point_curve(monkeypatch, tmp_path):
+    """finetune.png: fresh rows at 91.4% before a single step are one point; it is drawn large and said in
+    words, the other starts marked at each evaluation."""
+    figures = []
+    monkeypatch.setattr(G, 'savefig', lambda fig, path: figures.append(fig))
+    ft = dict(finetune=dict(collapsed=dict(history=[[0, 0.0], [50, 0.3], [100, 0.95]]),
+                            fresh=dict(history=[[0, 0.914]]), copied=dict(history=[[0, 0.2], [50, 0.92]])))
+    G.finetune_plot(ft, str(tmp_path / 'finetune.png'))
+    ax = figures[0].axes[0]
+    lines = [line for line in ax.get_lines() if line.get_label().endswith(' rows')]
+    assert [line.get_label() for line in lines] == ['collapsed rows', 'fresh rows', 'copied rows']
+    assert all(line.get_marker() not in ('', 'None') for line in lines)
+    assert lines[1].get_markersize() > lines[0].get_markersize()
+    assert [t.get_text() for t in ax.texts if 'fresh' in t.get_text()] == ['fresh rows: 91.4% before a single step']
+
+
 def test_grid_curves_average_each_evaluation_over_the_seeds():
     results = [dict(row='a', seed=0, curve=[[0, 0.1, 0.9], [500, 0.3, 0.5]]),
                dict(row='a', seed=1, curve=[[0, 0.2, 0.8], [500, 0.5, 0.4]]),
@@ -196,7 +212,9 @@ def test_the_plain_grid_runs_each_missing_cell_as_its_own_process_then_the_table
 def test_grid_command_line_refusals():
     for args, says in ((['--seeds', '0'], '--seeds must be 1 to 100'), (['--rows', ' '], "--rows ''"),
                        (['--rows', 'nothing'], 'no row of the grid'), (['--seed', '3'], '--seed goes with --cell'),
-                       (['--cell', 'no such'], 'no such cell'), (['--cells', '--table', 'x'], 'not allowed')):
+                       (['--cell', 'no such'], 'no such cell'), (['--cells', '--table', 'x'], 'not allowed'),
+                       (['--cell', 'standard', '--seed', '-1'], '--seed -1: must be in [0, 2^63)'),
+                       (['--device', 'foo'], '--device foo: choose cpu, or cuda')):
         code, _, err = run(G, *args)
         assert code == 2 and says in err, (args, err)
 
@@ -231,8 +249,31 @@ def test_bench_times_every_lever_and_reports_its_share_of_the_machines_matmul_ra
 
 
 def test_bench_refuses_flags_it_would_ignore():
-    code, _, err = run(B, '--steps', '5')
-    assert code == 1 and '--steps: the bench times a fixed number of steps' in err
+    for args, flag in ((['--steps', '5'], '--steps'), (['--ck', 'assets/headline.pt'], '--ckpt'),
+                       (['--compile', 'on'], '--compile')):     # an abbreviation too; it times both compiles
+        code, _, err = run(B, *args)
+        assert code == 1 and err.strip() == (f'error: {flag}: the bench times a fixed number of steps at full '
+                                             'problems, as written and compiled, and writes nothing; give only '
+                                             'model and data flags'), args
+
+
+def test_a_second_plain_grid_on_the_same_folder_is_refused_while_the_first_runs(tmp_path, monkeypatch):
+    """Two plain grids on one folder trained every cell twice, side by side: the folder's lock refuses the
+    second in one line (the first's cells go on)."""
+    out = tmp_path / 'g'
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, '-c', 'import sys, time, unseen; unseen.lock(sys.argv[1]); '
+                               'print("locked", flush=True); time.sleep(60)', str(out)],
+                              cwd=os.path.dirname(HERE), stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == 'locked'
+        monkeypatch.setattr(G, 'run_missing', lambda *a, **k: pytest.fail('a second grid ran cells'))
+        code, _, err = run(G, '--quick', '--rows', 'standard', '--out', str(out))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert code == 1 and err.strip() == (f'error: --out {out}: another run (process {holder.pid}) is writing '
+                                         'there; give another folder')
 
 
 def test_lab_programs_answer_help():
@@ -316,13 +357,23 @@ def test_the_cluster_finder_on_rows_with_no_cluster_and_unreachable_pieces():
 
 
 @needs_hf
-def test_finetune_runs_every_set_of_names_and_its_summary_is_its_curves(tmp_path):
+def test_finetune_runs_every_set_of_names_and_its_summary_is_its_curves(tmp_path, monkeypatch):
     tiny_folder(tmp_path / 'm')
+    figures = []
+    monkeypatch.setattr(R.unseen, 'savefig', lambda fig, path: figures.append(fig))
     code, out, err = run(R, str(tmp_path / 'm'), '--finetune', '--ft-steps', '4', '--ft-eval', '2', '--ft-batch', '4',
-                         '--ft-test', '8', '--out', str(tmp_path / 'out'))
+                         '--ft-test', '8', '--control', 'orthogonal', 'copies', '--out', str(tmp_path / 'out'))
     assert code == 0, err
-    arms = re.split(r'\n(ordinary|reserved|never-trained|reserved, rows re-drawn apart):\n', out)[1:]
-    assert arms[0::2] == ['ordinary', 'reserved', 'never-trained', 'reserved, rows re-drawn apart']
+    names = ['ordinary', 'reserved', 'never-trained', 'reserved, rows re-drawn apart',
+             'reserved, rows copied from ordinary words']                  # the README table's five rows
+    arms = re.split(r'\n(' + '|'.join(map(re.escape, names)) + r'):\n', out)[1:]
+    assert arms[0::2] == names
+    curves = json.loads((tmp_path / 'out' / 'finetune_real.json').read_text())['curves']
+    lines = figures[0].axes[0].get_lines()[:5]                              # (then the 90% line)
+    assert [line.get_label() for line in lines] == names == list(curves)   # a line a row, drawn from its run
+    assert len({(line.get_color(), line.get_marker()) for line in lines}) == 5   # each its colour and marker
+    for line, curve in zip(lines, curves.values()):
+        assert list(line.get_xdata()) == [s for s, _ in curve] and line.get_marker() not in ('', 'None')
     for arm, body in zip(arms[0::2], arms[1::2]):
         curve = [(int(s), float(a) / 100) for s, a in re.findall(r'step +(\d+) \| exact match +([\d.]+)%', body)]
         assert [s for s, _ in curve] == [0, 2, 4][:len(curve)] and curve
@@ -330,7 +381,7 @@ def test_finetune_runs_every_set_of_names_and_its_summary_is_its_curves(tmp_path
         said = [f'{s}' if s is not None else f'not by step {curve[-1][0]}' for s in said]
         assert re.search(rf'\n  {re.escape(arm)} +50%: {said[0]} +90%: {said[1]} +\(last {100 * curve[-1][1]:.1f}%\)',
                          out), (arm, said)
-    assert R.PAPER_GEMMA in out and (tmp_path / 'out' / 'finetune_real.png').is_file()
+    assert R.PAPER_GEMMA in out
 
 
 @needs_hf
