@@ -291,6 +291,33 @@ def normalised(text):
             if unicodedata.normalize('NFKC', w) != w}
 
 
+def bare(name):
+    """A name without its optional marks (vowel points, accents, a tatweel): 'مَطَر' and 'مطر' are one."""
+    return ''.join(c for c in unicodedata.normalize('NFD', name) if unicodedata.category(c) != 'Mn'
+                   and c != '\u0640')
+
+
+def scripts(name):
+    """The scripts of a name's letters, Japanese's three (and Korean's two) counted as one."""
+    return {{'HIRAGANA': 'CJK', 'KATAKANA': 'CJK', 'KATAKANA-HIRAGANA': 'CJK', 'HANGUL': 'CJK'}.get(w, w)
+            for w in (unicodedata.name(c, '?').split()[0] for c in name if c.isalpha())}
+
+
+def lookalike_note(p):
+    """Two names of a problem that differ only by optional marks, or a name that mixes scripts (Cyrillic 'а'
+    in Latin 'rаin'), are two names to the model, as typed: said in a note, or None."""
+    names = sorted({*p.facts, p.query, *[a for ps, h in p.rules for a in (*ps, h)]})
+    twins = {}
+    for n in names:
+        twins.setdefault(bare(n), []).append(n)
+    pair = next((v for v in twins.values() if len(v) > 1), None)
+    if pair:
+        return f"{pair[0]} and {pair[1]} differ only by marks: to the model they are two names"
+    mixed = next((n for n in names if len(scripts(n)) > 1), None)
+    kinds = ', '.join(sorted(scripts(mixed or ''))).lower()
+    return mixed and f"{mixed} mixes scripts ({kinds}): a look-alike of a name is another name to the model"
+
+
 def parse(text):
     """Text form -> Problem, labelled by the solver. The part after ':' is optional; if given, it must
     be the solver's chain and answer. Raises ValueError with a one-line reason on malformed text."""
@@ -407,7 +434,16 @@ def parse_line(line, max_tokens=None):
     n = fewest_tokens(line)
     if max_tokens and n > max_tokens:
         raise ValueError(f"too long: {n} tokens or more, this model reads at most {max_tokens}")
-    return parse(line)
+    try:
+        return parse(line)
+    except ValueError as e:   # what it read, where that is not what was typed ('⒈' is read '1.')
+        raise ValueError(f"{e} ({read_as(line)})" if normalised(line) else str(e)) from None
+
+
+def read_as(text):
+    """'read as Unicode normalises it (NFKC): ⒈ -> 1.': what parse reads of the words it changes."""
+    return 'read as Unicode normalises it (NFKC): ' + ', '.join(f'{a} -> {b}' for a, b in
+                                                                 normalised(text).items())
 
 # -----------------------------------------------------------------------------
 # the generator: many shapes (the default), or the one layout of earlier versions ('template')

@@ -148,10 +148,6 @@ class Config:
         return replace(gen, max_depth=stage, shape_caps=caps, broken=self.broken, balance=self.balance,
                        idle=self.idle if shapes else 0.0, max_dead=self.max_dead, max_side=self.max_side)
 
-    def trained_depth(self):
-        """The deepest derivation the run trained on: every report counts 'beyond training' from it."""
-        return self.depth_at(self.steps - 1)
-
     def depth_at(self, step):
         """The curriculum: the deepest derivation in the training problems at `step`."""
         return min(self.max_depth, 1 + step // self.curriculum) if self.curriculum else self.max_depth
@@ -159,8 +155,7 @@ class Config:
     def longest_problems(self):
         """The generator of the longest problems the model reads: chains 4 steps longer than training's."""
         deepest = self.max_depth + logic_data.BEYOND[-1] * (self.layout == 'shapes')
-        premises = self.max_premises or LAYOUT_DEFAULTS[self.layout]['max_premises']   # a namespace: None
-        return logic_data.GenConfig(max_depth=deepest, max_premises=premises, layout=self.layout,
+        return logic_data.GenConfig(max_depth=deepest, max_premises=self.max_premises, layout=self.layout,
                                     max_facts=self.max_facts)
 
     def block_size(self):
@@ -773,14 +768,16 @@ class Meter:
     """What train's log line says beside the paper's figures: ms a step, the share of this machine's own
     matmul rate (nanoGPT's MFU), the minutes left; between log lines a progress line at least every 10 s on a
     terminal (each minute in a file or pipe). It only measures: the clock prices the steps to come by their
-    problems' tokens (stage_tokens) at the pace of the last steps, so a machine that gets busy or idle moves
-    it as it goes."""
+    problems' sizes (stage_tokens): a step's seconds fitted as a t + b t^2 over its problems' lengths t (the
+    attention's share grows with t) on the steps so far, at the pace of the last steps, so a machine that gets
+    busy or idle moves it as it goes."""
 
     def __init__(self, cfg, vocab, log=print):
         self.cfg, self.vocab, self.log = cfg, vocab, log
         self.t0, self.rate = time.time(), matmul_rate(cfg)
-        self.tokens = stage_tokens(cfg, vocab)              # a batch's tokens at each curriculum depth
-        self.recent = collections.deque(maxlen=100)         # (seconds, tokens) of the last steps: the pace
+        self.sizes = stage_tokens(cfg, vocab)               # a batch's sum of t and t^2 at each depth
+        self.recent = collections.deque(maxlen=100)         # (seconds, t, t^2) of the last steps: the pace
+        self.fit = [0.0] * 5                                # seconds ~ a t + b t^2: its normal equations
         self.evals = []                                     # seconds each evaluation took
         self.seconds, self.flops, self.shown, self.started = [], [], time.time(), time.time()
         self.tty = log is print and sys.stdout.isatty()
@@ -793,7 +790,11 @@ class Meter:
         seconds = time.time() - self.started
         self.seconds.append(seconds)
         self.flops.append(step_flops(self.cfg, *x.shape, (y != -1).sum().item(), len(self.vocab)))
-        self.recent.append((seconds, (x != self.vocab.pad).sum().item() + len(x)))   # its problems' tokens
+        t = (x != self.vocab.pad).sum(1).double() + 1                      # its problems' lengths
+        u, v = t.sum().item(), (t * t).sum().item()
+        self.recent.append((seconds, u, v))
+        if step >= 10:                                                   # (the first steps warm up)
+            self.fit = [f + d for f, d in zip(self.fit, (u * u, u * v, v * v, u * seconds, v * seconds))]
         if time.time() - self.shown >= (8 if self.tty else 48) and (step + 1) % self.cfg.eval_every:
             ms = 1000 * sum(self.seconds) / len(self.seconds)        # since the last log line
             line = (f"  step {step + 1:5d} of {self.cfg.steps} | {ms:5.0f} ms/step | "
@@ -807,8 +808,13 @@ class Meter:
 
     def left(self, step):
         """Minutes left at `step` (time_left at the last steps' pace and the evaluations' so far)."""
-        seconds, tokens = map(sum, zip(*self.recent)) if self.recent else (0.0, 0)
-        return time_left(self.cfg, step, self.tokens, seconds / max(1, tokens), self.evals) / 60
+        uu, uv, vv, us, vs = self.fit
+        det = uu * vv - uv * uv
+        a, b = ((us * vv - vs * uv) / det, (vs * uu - us * uv) / det) if det > 1e-9 * uu * vv else (1, 0)
+        r = b / a if a > 0 and b > 0 else 0.0                  # t^2's weight: a t + b t^2 = a (t + r t^2)
+        seconds, cost = sum(s for s, _, _ in self.recent), sum(u + r * v for _, u, v in self.recent)
+        sizes = {d: u + r * v for d, (u, v) in self.sizes.items()}
+        return time_left(self.cfg, step, sizes, seconds / max(1e-9, cost), self.evals) / 60
 
     def evaluation_starts(self):
         if PENDING:
@@ -902,10 +908,12 @@ class Watched:
         return getattr(self.stream, name)
 
 
-def watch_silence(every=None):
+def watch_silence(every=None, phases=()):
     """Never silent: after nearly `every` seconds without a line (10 on a terminal, 60 in a file or pipe), a
-    line says what the run is doing, read from where its main thread is (PHASES), and for how long."""
+    line says what the run is doing, read from where its main thread is (`phases`, then PHASES), and for how
+    long."""
     out = sys.stdout = Watched(sys.stdout)
+    phases = [*phases, *PHASES]
     every = every or (10 if out.isatty() else 60)
 
     def watch():
@@ -920,7 +928,7 @@ def watch_silence(every=None):
                 if PENDING:                     # a progress line in place: ended first
                     PENDING.clear()
                     out.stream.write('\n')
-                phase = next((what for name, what in PHASES if name in names), 'working')
+                phase = next((what for name, what in phases if name in names), 'working')
                 out.stream.write(f"  ... {phase} ({time.time() - out.last:.0f} s since the last line)\n")
                 out.stream.flush()
                 said = time.time()
@@ -982,19 +990,20 @@ def matmul_rate(cfg, seconds=0.3):
 
 
 def stage_tokens(cfg, vocab, n=256):
-    """A training batch's tokens at each curriculum depth, from n problems of the stage drawn with a generator
-    of their own (the run draws what it would draw without the clock): what the clock prices a step by."""
+    """A training batch's sum of its problems' lengths t and of t^2 at each curriculum depth, from n problems
+    of the stage drawn with a generator of their own (the run draws what it would draw without the clock):
+    what the clock prices a step by."""
     rng = random.Random(cfg.seed + 777)
-    tokens = {}
+    sizes = {}
     for d in range(1, cfg.max_depth + 1):
         gen = cfg.gen_config((d - 1) * cfg.curriculum)
-        drawn = [logic_data.generate(rng, gen, vocab.train_names) for _ in range(n)]
-        tokens[d] = cfg.batch_size * sum(len(vocab.encode(p)[0]) for p in drawn) / n
-    return tokens
+        t = [len(vocab.encode(logic_data.generate(rng, gen, vocab.train_names))[0]) for _ in range(n)]
+        sizes[d] = (cfg.batch_size * sum(t) / n, cfg.batch_size * sum(k * k for k in t) / n)
+    return sizes
 
 
 def time_left(cfg, step, tokens, pace, evals):
-    """Seconds left at `step`: the steps to come at `pace` seconds a token of their stage's batch (`tokens`),
+    """Seconds left at `step`: the steps to come at `pace` seconds a unit of their stage's batch (`tokens`),
     the evaluations to come (the held-out shapes' after training as FINAL_EVALS of them) at the mean of
     `evals`, the seconds those so far took."""
     to_come = sum(tokens[cfg.depth_at(s)] for s in range(step, cfg.steps)) * pace
@@ -1172,7 +1181,7 @@ def shapes_note(cfg, shapes):
     lines = [f"         on shapes it never trained on it solves {held['none']:.1%} in training symbols, "
              f"{held['all']:.1%} in unseen ones."]
     each = lambda s: ' / '.join(f"{shapes[n][s]:.1%}" for n in longer.values())
-    steps = ' / '.join(str(cfg.max_depth + d - cfg.trained_depth()) for d in longer)   # (trained_depth)
+    steps = ' / '.join(str(cfg.max_depth + d - cfg.depth_at(cfg.steps - 1)) for d in longer)
     return lines + ([f"         on chains {steps} steps longer than any in training: {each('none')} in "
                      f"training symbols, {each('all')} in unseen."] if longer else [])
 
@@ -1216,7 +1225,7 @@ def lengths_str(cfg, predictions, shapes):
     depth = {s: by_depth(predictions[s][0], ok[s]) for s in ('none', 'all')}
     lines = ['exact match by chain length (depth of the derivation): in training names / unseen names']
     pct = lambda s, d, w: f"{depth[s][d][0]:{w}.1%}" if d in depth[s] else f"{'-':>{w}}"  # small --eval-n
-    trained = cfg.trained_depth()          # a short run's curriculum may end before --max-depth
+    trained = cfg.depth_at(cfg.steps - 1)  # a short run's curriculum may end before --max-depth
     label = lambda d: f'depth {d}' + (f' ({d - trained} beyond training)' if d > trained else '')
     lines += [f"  {label(d):<28}{pct('none', d, 7)} / {pct('all', d, 6)}   "
               f"({depth['none'].get(d, (0, 0))[1]} / {depth['all'].get(d, (0, 0))[1]} problems)"
@@ -1610,10 +1619,10 @@ def ask(model, vocab, cfg, text):
     if logic_data.fewest_tokens(text) > cfg.block_size():   # before the solver runs on it
         raise ValueError(f"problem too long: over {cfg.block_size()} tokens, this model reads at most "
                          f"{cfg.block_size()}")
+    if logic_data.normalised(text):                        # look-alikes on screen are one name: said first
+        print(logic_data.read_as(text))
     p = logic_data.parse(text)
-    if p.how:                                              # look-alikes on screen are one name
-        print("read as Unicode normalises it (NFKC): " + ', '.join(f'{a} -> {b}' for a, b in
-                                                                   p.how['normalised'].items()))
+    alike = logic_data.lookalike_note(p)                   # (in the names as typed)
     mine = vocab.new_names(p)                              # a student's own names: written as unseen ones
     if mine:
         print("names new to this model, written as unseen ones: " +
@@ -1625,14 +1634,15 @@ def ask(model, vocab, cfg, text):
     note = logic_data.beyond_training(cfg.gen_config(cfg.steps - 1), p)
     if note:
         print(f"note: {note}; the model never trained on a problem like it")
-    deep = logic_data.depth_note(cfg.gen_config(cfg.steps - 1), p)
-    if deep:
-        print(f"note: {deep}")
+    for note in (logic_data.depth_note(cfg.gen_config(cfg.steps - 1), p), alike):
+        if note:
+            print(f"note: {note}")
     trace = []
     out = generate(model, vocab, ids[:n_prompt], trace)
     ok = show(vocab, p, vocab.decode(out))
     if mine:
-        back = {u: a for a, u in mine.items()}
+        typed = {b: a for a, b in (p.how or {}).get('normalised', {}).items()}     # as typed: ำ, not ํา
+        back = {u: typed.get(a, a) for a, u in mine.items()}
         print("in your names: " + ' '.join(back.get(t, t) for t in vocab.decode(out).split()))
     context = ids[:n_prompt] + out
     print("\nstep by step (logits of the top three candidates; the solver's token: its rank and logit, given "
@@ -1679,22 +1689,14 @@ def load_checkpoint(path, device='cpu'):
     error = f"{unknown[0]}: a field this unseen.py does not know" if unknown else config_error(cfg)
     if error:
         raise ValueError(f"{path}: its stored configuration is not one this unseen.py trains ({error})")
-    weights, model = ck['model'], make_model(cfg)
-    want = model.state_dict()
-    odd = sorted(set(weights) ^ set(want))
-    if odd:
-        raise ValueError(f"{path}: its weights do not fit its stored configuration ({odd[0]} is "
-                         f"{'in the weights, not in the model' if odd[0] in weights else 'missing'}): "
-                         "edited?")
-    fits = lambda k: torch.is_tensor(weights[k]) and weights[k].shape == want[k].shape
-    shaped = next((k for k in want if not fits(k)), None)
-    if shaped:
-        w = weights[shaped]
-        held = list(w.shape) if torch.is_tensor(w) else type(w).__name__
-        raise ValueError(f"{path}: its weights {shaped} are {held}, its stored configuration makes them "
-                         f"{list(want[shaped].shape)}: edited?")
-    damaged = digest(weights, ck['config']) != ck['digest']
-    model.load_state_dict(weights)
+    model = make_model(cfg)
+    try:            # strict: every tensor its config makes, of its shape, and nothing else
+        model.load_state_dict(ck['model'])
+    except RuntimeError as e:   # torch's first reason, on one line
+        why = str(e).split('\n\t')[1].strip().rstrip('.') if '\n\t' in str(e) else str(e)
+        raise ValueError(f"{path}: its weights do not fit its stored configuration ({why[:200]}): "
+                         "edited?") from None
+    damaged = digest(model.state_dict(), ck['config']) != ck['digest']
     try:
         model(torch.zeros(1, 2, dtype=torch.long, device=device))
     except Exception as e:   # a configuration edited into one the weights fit but the model cannot run
@@ -1718,6 +1720,7 @@ def solve_problems(model, vocab, cfg, numbered, path, n_show=20):
     """--problems: exact match of a model on a user's own problems ([(line number, problem)], as
     logic_data.read_problems reads them), then every mistake (the first n_show, and how many more) with its
     line number, in the user's own names: the problem, the model's chain and the solver's."""
+    alike = [(line, note) for line, p in numbered for note in [logic_data.lookalike_note(p)] if note]
     renamed = []
     for i, (line, p) in enumerate(numbered):
         try:
@@ -1741,10 +1744,12 @@ def solve_problems(model, vocab, cfg, numbered, path, n_show=20):
         line, mine = renamed[0]
         print(f"note: {len(renamed)} of {len(problems)} problems use names new to this model, written as "
               f"unseen ones (line {line}: {', '.join(f'{a} -> {u}' for a, u in mine.items())})")
+    gen = cfg.gen_config(cfg.steps - 1)
     for note_of, what in ((logic_data.beyond_training, 'lie beyond what the model trained on'),
-                          (logic_data.depth_note, "are deeper than training's planted paths")):
-        found = [(line, note) for line, p in numbered
-                 for note in [note_of(cfg.gen_config(cfg.steps - 1), p)] if note]
+                          (logic_data.depth_note, "are deeper than training's planted paths"),
+                          (None, 'hold two names that look alike but are two names to the model')):
+        found = alike if note_of is None else [(line, note) for line, p in numbered
+                                               for note in [note_of(gen, p)] if note]
         if found:
             print(f"note: {len(found)} of {len(problems)} problems {what} (line {found[0][0]}: "
                   f"{found[0][1]})")
@@ -1755,7 +1760,9 @@ def solve_problems(model, vocab, cfg, numbered, path, n_show=20):
     print(f"{path}: {sum(ok)} of {len(ok)} problems solved ({sum(ok) / len(ok):.1%}; "
           f"provable {sum(t)} of {len(t)}, unprovable {sum(f)} of {len(f)})")
     wrong = [(line, p) for (line, p), r in zip(numbered, ok) if not r]
-    theirs = {line: {u: a for a, u in mine.items()} for line, mine in renamed}   # back to the user's names
+    spelled = {line: {b: a for a, b in p.how.get('normalised', {}).items()} for line, p in numbered if p.how}
+    theirs = {line: {u: spelled.get(line, {}).get(a, a) for a, u in mine.items()}   # back to the user's
+              for line, mine in renamed}                                             # names, as typed
     for line, p in wrong[:n_show]:
         ids, n_prompt = vocab.encode(p)
         back = lambda tokens: ' '.join(theirs.get(line, {}).get(t, t) for t in tokens)
@@ -1874,11 +1881,13 @@ def parse_args(argv=None):
                    'MLP through torch.compile (the same functions, half the memory; a 20-30 s compile '
                    'first); auto: in runs of 1000 steps or more')
     p.add_argument('--out', default=None, help='output folder; %(default)s: runs/<time>_<switches>')
-    p.add_argument('--ask', metavar='TEXT', help="solve one problem, e.g. 'u1 . u1 -> u2 . ? u2', with "
-                   '--ckpt (a name holds letters with their marks, digits and _, in any script, read as '
-                   'Unicode normalises it (NFKC); premises are separated by spaces)')
-    p.add_argument('--problems', metavar='FILE', help='with --ckpt: solve every problem in FILE (one a line: '
-                   'the text form, or JSON lines from logic_data.py --jsonl)')
+    one = p.add_mutually_exclusive_group()        # one problem, or a file of them
+    one.add_argument('--ask', metavar='TEXT', help="solve one problem, e.g. 'u1 . u1 -> u2 . ? u2', with "
+                     '--ckpt (a name holds letters with their marks, digits and _, in any script, read as '
+                     'Unicode normalises it (NFKC): look-alikes on screen are one name; names that differ by '
+                     'optional marks or by script are two, with a note; premises are separated by spaces)')
+    one.add_argument('--problems', metavar='FILE', help='with --ckpt: solve every problem in FILE (one a '
+                     'line: the text form, or JSON lines from logic_data.py --jsonl)')
     p.add_argument('--ckpt', metavar='PATH', help='a checkpoint of a training run: evaluate it on its test '
                    'sets, or solve one problem with --ask, or a file with --problems')
     args = p.parse_args(argv)
@@ -1902,7 +1911,6 @@ def check_args(p, args):
          '--ask needs --ckpt PATH (a checkpoint written by a training run)'),
         (args.problems is not None and not args.ckpt,
          '--problems needs --ckpt PATH (a checkpoint written by a training run)'),
-        (args.problems is not None and args.ask is not None, '--ask and --problems: give one of them'),
         (args.ckpt and on_ckpt, '--ckpt evaluates a trained model on its own test problems; it cannot '
          f"take {' '.join(on_ckpt)} (only --unseen, --device, --out, --ask or --problems)"),
         (args.ckpt and not os.path.isfile(args.ckpt), f'--ckpt {args.ckpt}: no such file'),

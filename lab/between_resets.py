@@ -146,6 +146,7 @@ def main(argv=None):
 
 if __name__ == '__main__':
     L.stop_on_signals()
+    unseen.watch_silence()       # a line at least every 10 s (a minute in a file)
     try:
         main()
     except KeyboardInterrupt:

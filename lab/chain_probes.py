@@ -273,4 +273,5 @@ if __name__ == '__main__':
           f'LOSSW={LOSSW} RULELESS={RULELESS}', flush=True)
     if any(a in ('-h', '--help') for a in sys.argv[1:]):
         print(__doc__.strip() + "\n\nThe rest of the command line is unseen.py's:\n")
+    unseen.watch_silence()       # a line at least every 10 s (a minute in a file), as unseen.py's runs
     unseen.main(sys.argv[1:])

@@ -33,7 +33,7 @@ import torch.nn.functional as F                                # noqa: E402
 import logic_data                                              # noqa: E402
 from unseen import (Config, batches, cos_str, current_config, eval_sets, evaluate, evaluate_shapes,  # noqa: E402
                     hardware, held_out_mean, lock, make_optimizer, pyplot, rows_stats, run_name, savefig,
-                    set_lr, shape_sets, train, train_step, whole, acc_str)
+                    set_lr, shape_sets, train, train_step, watch_silence, whole, acc_str)
 
 # one setting for every row: the demo's task and training on derivations of depth 1-2, 4 layers of 4 heads,
 # chains as drawn, the demo's earlier problem sizes (no idle problems), 3000 steps, the last weights; --quick: six
@@ -563,4 +563,7 @@ def main(argv=None):
 
 if __name__ == '__main__':
     logic_data.stop_on_signals()      # kill, scancel or a closed terminal: as Ctrl-C (its cells end, one line)
+    cell = any(a.split('=')[0] == '--cell' for a in sys.argv[1:])   # a cell as unseen.py's runs; the grid: a
+    watch_silence(None if cell else 60, [('finetune_small', 'fine-tuning the standard model'),    # minute
+                                         ('run_missing', 'running the cells (each writes its file when done)')])
     main()

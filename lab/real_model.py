@@ -596,6 +596,7 @@ def main(argv=None):
 
 if __name__ == '__main__':
     L.stop_on_signals()
+    unseen.watch_silence(phases=[('finetune_arm', 'fine-tuning'), ('open_folder', 'reading the checkpoint')])
     try:
         main()
     except KeyboardInterrupt:

@@ -68,4 +68,5 @@ if __name__ == '__main__':
     if len(sys.argv) < 2 or sys.argv[1] in ('-h', '--help') or sys.argv[1].startswith('-'):
         print(__doc__.strip() + "\n\nusage: python lab/seed_probes.py RUNS.jsonl [unseen.py's training flags]")
         sys.exit(0 if sys.argv[1:2] in (['-h'], ['--help']) else 'error: give the file to append to first')
+    U.watch_silence()            # a line at least every 10 s (a minute in a file), as unseen.py's runs
     main(sys.argv[1], sys.argv[2:])
