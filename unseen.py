@@ -1324,16 +1324,16 @@ def plot(history, path, title):
     coincide (a frozen model's three scenarios) stay visible, thick and pale under thin and marked."""
     plt = pyplot()
     steps = [h['step'] for h in history]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.4))
     names = dict(none='none (training names)', query='query (unseen query)', all='all (every name unseen)')
     for s, look in zip(logic_data.SCENARIOS, LOOKS):
         a.plot(steps, [100 * h[s] for h in history], label=names[s], color=COLOURS[s], **look)
     a.set(xlabel='step', ylabel='exact match (%)', ylim=(-2, 102), title='accuracy per test scenario')
-    a.legend(title='test scenario')
+    a.legend(loc='upper center', bbox_to_anchor=(0.5, -0.16), ncol=3, fontsize=8)   # below: off the lines
     b.plot(steps, [h['cos_unseen'] for h in history], label='unseen tokens', color='tab:red', **LOOKS[0])
     b.plot(steps, [h['cos_train'] for h in history], label='training tokens', color='tab:blue', **LOOKS[2])
     b.set(xlabel='step', ylabel='mean pairwise cosine', ylim=(-0.1, 1.05), title='unembedding collapse')
-    b.legend()
+    b.legend(loc='upper center', bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
     savefig(fig, path)

@@ -348,7 +348,7 @@ def grid_plot(results, path, title):
     for at, group in groups:
         ax.text(-1, at, group, fontweight='bold', ha='right', va='center', fontsize=10)
     ax.set_yticks(y, ticks)
-    ax.invert_yaxis()
+    ax.set_ylim(y[-1] + 0.8, groups[0][0] - 0.8)        # top down, every group's name inside the frame
     ax.set(xlabel='exact match (%), mean over seeds, whiskers: min to max', xlim=(0, 100), title=title)
     ax.legend(loc='upper left', bbox_to_anchor=(1.01, 1))   # outside: bars reach 100
     fig.tight_layout()

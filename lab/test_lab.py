@@ -456,6 +456,11 @@ def test_the_grid_picture_groups_the_rows_by_the_papers_story_in_plain_words(mon
     groups = [t.get_text() for t in ax.texts]
     assert groups == ['the failure', 'copy attention alone', 'the fix: frozen rows', 'resets', 'diversity']
     assert len(ax.patches) == 3 * len(labels)                       # a bar per row and scenario
+    figures.clear()                                                 # the resetting rows alone (grid_resets.png):
+    G.grid_plot([r for r in results if 'forget' in r['row']], 'grid_resets.png', 'a title')   # one group
+    ax = figures[0].axes[0]
+    low, high = sorted(ax.get_ylim())
+    assert [t.get_text() for t in ax.texts] == ['resets'] and all(low < t.get_position()[1] < high for t in ax.texts)
 
 
 @needs_hf
