@@ -1884,7 +1884,7 @@ def test_a_bad_problems_file_gets_one_line_naming_it(trained, tmp_path, content,
     (['--ckpt', 'assets/headline.pt', '--ask', 'a . ? a', '--out', 'x'], '--ask prints what the model writes '
      'and saves nothing; it cannot take --out'),
     (['--ckpt', 'assets/headline.pt', '--problems', 'x', '--unseen', 'none'], 'it cannot take --unseen'),
-    (['--lr', 'inf'], '--lr inf: must be a number in (0, 1]'),
+    (['--lr', 'inf'], '--lr inf: must be a finite number'),
     (['--lr', '1e30'], '--lr 1e+30: must be'),
     (['--weight-decay', 'nan'], '--weight-decay nan: must be'),
     (['--emb-lr', '0'], '--emb-lr 0.0: must be a number in (0, 100]'),
@@ -2885,17 +2885,19 @@ def test_a_phase_with_no_line_of_its_own_is_named_within_its_period():
     come."""
     script = ('import time, unseen\n'
               'unseen.watch_silence(every=2)\n'
-              'def compile_blocks():\n    time.sleep(3.2)\n'
-              'def evaluate_shapes():\n    time.sleep(3.2)\n'
+              'def compile_blocks():\n    time.sleep(3.6)\n'
+              'def evaluate_shapes():\n    time.sleep(3.6)\n'
               'def train():\n    for _ in range(8):\n        print("step", flush=True)\n        time.sleep(0.5)\n'
-              'print("start", flush=True)\ncompile_blocks()\nevaluate_shapes()\ntrain()\n')
+              'def evaluate():\n    time.sleep(0.6)\n    print("\\r   \\r", end="", flush=True)\n    time.sleep(1.2)\n'
+              'print("start", flush=True)\ncompile_blocks()\nevaluate_shapes()\ntrain()\nevaluate()\n')
     r = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=60,
                        cwd=os.path.dirname(os.path.abspath(__file__)))
     lines = r.stdout.splitlines()
     said = [line for line in lines if line.startswith('  ... ')]
     assert r.returncode == 0 and lines[0] == 'start', r.stderr
     assert [line.split(' (')[0] for line in said] == ['  ... compiling the attention and the MLP'] * 2 + [
-        '  ... testing the shapes it never trained on'] * 2, said   # at 1.5 s and 3 s; nothing between steps
+        '  ... testing the shapes it never trained on'] * 2 + ['  ... evaluating'], said   # at 1.5 s and 3 s;
+    # nothing between steps; a line cleared with blanks (a progress line giving way) is no line
 
 
 def test_the_lemmas_picture_shows_every_line_the_bound_and_nothing_off_its_axes(monkeypatch, tmp_path):

@@ -763,7 +763,8 @@ def main(argv=None):
 
 # -----------------------------------------------------------------------------
 # speed and bookkeeping: train's Meter (the clock, the share of the matmul rate, the progress line),
-# torch.compile, the heap, evaluation in chunks, the switches added since a stored config was written
+# torch.compile, the watchdog that names a silent phase, the heap, evaluation in chunks, the switches added
+# since a stored config was written
 class Meter:
     """What train's log line says beside the paper's figures: ms a step, the share of this machine's own
     matmul rate (nanoGPT's MFU), the minutes left; between log lines a progress line at least every 10 s on a
@@ -901,7 +902,8 @@ class Watched:
         self.stream, self.last = stream, time.time()
 
     def write(self, text):
-        self.last = time.time()
+        if text.strip():                  # (a progress line cleared with blanks says nothing)
+            self.last = time.time()
         return self.stream.write(text)
 
     def __getattr__(self, name):
