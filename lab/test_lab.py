@@ -153,7 +153,7 @@ def test_a_cell_of_other_settings_or_damaged_is_refused_in_one_line_and_kept(tmp
     r['config']['n_layer'] = '1'                                          # a hand-edited string
     json.dump(r, open(path, 'w'))
     code, _, err = run(G, '--table', out)
-    assert code == 1 and len(err.splitlines()) == 1 and "n_layer holds '1'; it should hold a whole number" in err
+    assert code == 1 and len(err.splitlines()) == 1 and "written by other settings (n_layer '1', this grid: 1)" in err
     assert os.path.exists(path)
     open(path, 'w').write('{"row": "standard", "conf')
     code, _, err = run(G, '--cell', 'standard', '--out', out)
