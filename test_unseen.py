@@ -1704,7 +1704,7 @@ def test_the_papers_path_is_the_argument_and_speed_stands_after_main():
     assert main.end_lineno <= 760
     assert defined['Muon'].lineno < defined['Optimizers'].lineno < defined['make_optimizer'].lineno \
         < defined['train'].lineno
-    speed = ('Meter', 'compile_blocks', 'matmul_rate', 'RATES', 'step_flops', 'stage_tokens', 'time_left',
+    speed = ('Meter', 'compile_blocks', 'matmul_rate', 'RATES', 'step_flops', 'stage_costs', 'time_left',
              'keep_freed_memory', 'release_freed_memory', 'eval_chunk', 'EVAL_SCORES', 'ADDED')
     assert all(defined[name].lineno > main.lineno for name in speed)
     train = {n.id for n in ast.walk(defined['train']) if isinstance(n, ast.Name)}
@@ -2317,54 +2317,42 @@ def test_matmul_rate_and_the_log_lines_share_of_it(monkeypatch):
     assert '% of matmul peak' in U.progress_line(history[1], cfg.steps)
 
 
-def test_the_clock_counts_the_steps_to_come_at_their_size(monkeypatch):
-    """The time left: steps of a deeper curriculum stage cost more (their problems are longer, priced by their
-    tokens), at the pace of the last steps; drawing the stages' sizes leaves what the run draws unchanged."""
+def test_the_clock_counts_the_steps_to_come_at_their_cost(monkeypatch):
+    """The time left: steps of a deeper curriculum stage cost more (a forward pass over its batches, timed before
+    step 0: the demo's full-depth steps cost 3.4 times depth 2's for twice the tokens), at the pace of the last
+    steps; timing the stages leaves what the run draws and its model unchanged."""
     cfg = replace(TINY, max_depth=4, curriculum=20, steps=80, eval_every=20, max_side=0, batch_size=64)
-    vocab = L.Vocab(cfg.n_symbols)
-    before = torch.get_rng_state(), random.getstate()
-    tokens = U.stage_tokens(cfg, vocab)
-    assert (torch.get_rng_state(), random.getstate())[1] == before[1] and torch.equal(torch.get_rng_state(),
-                                                                                      before[0])
-    assert tokens[1] < tokens[2] < tokens[3] < tokens[4]                  # (t and t^2 alike)
-    tokens = {1: 100, 2: 200, 3: 400}
+    vocab, model = L.Vocab(cfg.n_symbols), U.make_model(cfg)
+    before = torch.get_rng_state(), random.getstate(), copy.deepcopy(model.state_dict())
+    costs = U.stage_costs(model, vocab)
+    assert random.getstate() == before[1] and torch.equal(torch.get_rng_state(), before[0])
+    assert all(torch.equal(v, before[2][k]) for k, v in model.state_dict().items())
+    assert costs[1] < costs[4] and all(c > 0 for c in costs.values())
+    costs = {1: 1.0, 2: 2.0, 3: 4.0}
     cfg = replace(cfg, max_depth=3, steps=60)
-    # at step 20: 20 steps of 200 tokens and 20 of 400 to come at 0.01 s a token (120 s); evaluations at 1 s
-    # each: steps 40 and 60, and the held-out shapes' (3)
-    assert U.time_left(cfg, 20, tokens, 0.01, [2.0, 0.0]) == pytest.approx(120 + 5)
-    assert U.time_left(cfg, 60, tokens, 0.01, [1.0] * 4) == 0
+    # at step 20: 20 steps of cost 2 and 20 of cost 4 to come at 1 s a unit of cost (120 s); evaluations at
+    # 1 s each: steps 40 and 60, and the held-out shapes' (3)
+    assert U.time_left(cfg, 20, costs, 1.0, [2.0, 0.0]) == pytest.approx(120 + 5)
+    assert U.time_left(cfg, 60, costs, 1.0, [1.0] * 4) == 0
     # a machine that gets busy: the pace of the last steps, not of the whole run
-    meter = U.Meter(cfg, vocab, log=lambda s: None)
-    meter.sizes = {d: (t, 0.0) for d, t in tokens.items()}
-    meter.recent.extend([(1.0, 100, 0.0)] * 50 + [(2.0, 100, 0.0)] * 100)
-    assert meter.left(40) == pytest.approx(20 * 400 * 0.02 / 60)
+    meter = U.Meter(U.make_model(cfg), vocab, log=lambda s: None)
+    meter.costs = costs
+    meter.recent.extend([(1.0, 1.0)] * 50 + [(2.0, 1.0)] * 100)
+    assert meter.left(40) == pytest.approx(20 * 4.0 * 2.0 / 60)
     _, _, history = U.train(cfg, log=lambda s: None)
     assert history[-1]['left'] == 0 and all(h['left'] > 0 for h in history[1:-1])
 
 
-def test_the_clock_learns_that_longer_problems_cost_more_than_their_tokens(monkeypatch):
-    """The demo's steps at full depth cost 3.4 times those of depth 2 for twice the tokens (the attention grows
-    with t^2): priced by tokens, the clock said 17 minutes at step 500 where 24 were left. It fits a step's
-    seconds as a t + b t^2 over its problems' lengths and prices the stages to come by that."""
-    cfg = replace(TINY, max_depth=2, curriculum=100, steps=300, eval_every=1000, batch_size=4)
-    vocab = L.Vocab(cfg.n_symbols)
-    meter = U.Meter(cfg, vocab, log=lambda s: None)
-    now = [0.0]
-    monkeypatch.setattr(U.time, 'time', lambda: now[0])
-    cost = lambda t: 0.001 * t + 0.0001 * t * t                   # seconds a problem of t tokens costs
-    for step in range(100):                                        # depth 1: short problems of mixed lengths
-        lengths = [5 + (step * 7 + k) % 20 for k in range(4)]
-        x = torch.full((4, max(lengths)), vocab.pad)
-        for k, n in enumerate(lengths):
-            x[k, :n - 1] = 1                                       # (the Meter counts a problem's t as n)
-        meter.step_starts()
-        now[0] += sum(cost(n) for n in lengths)
-        meter.stepped(step, x, x)
-    meter.sizes = {1: (4 * 10.0, 4 * 100.0), 2: (4 * 60.0, 4 * 3600.0)}   # depth 2: problems of 60 tokens
-    want = 200 * 4 * cost(60) / 60                                         # steps 100-300 at depth 2
-    assert meter.left(100) == pytest.approx(want, rel=0.01)
-    tokens_only = 200 * 4 * 60 * (sum(s for s, _, _ in meter.recent) / sum(u for _, u, _ in meter.recent)) / 60
-    assert tokens_only < 0.5 * want                                        # what pricing by tokens said
+def test_a_stage_of_longer_problems_is_priced_by_its_time_not_its_tokens():
+    """Twice the tokens, more than twice the time: the attention's scores grow with the square of the length.
+    The stage with the longest problems costs more per token than the shortest (a forward pass, timed)."""
+    cfg = replace(TINY, max_depth=4, curriculum=20, max_side=2, batch_size=64, n_embd=64, n_head=4)
+    vocab, model = L.Vocab(cfg.n_symbols), U.make_model(cfg)
+    costs = U.stage_costs(model, vocab)
+    rng = random.Random(1)
+    tokens = {d: sum(len(vocab.encode(L.generate(rng, cfg.gen_config((d - 1) * cfg.curriculum),
+                                                 vocab.train_names))[0]) for _ in range(256)) for d in (1, 4)}
+    assert costs[4] / costs[1] > tokens[4] / tokens[1] > 1.5
 
 
 def test_a_compiler_that_fails_leaves_one_line_and_the_run_trains_as_written(monkeypatch):

@@ -657,7 +657,7 @@ def train(cfg, log=print, predictions=None):
     averaged = copy.deepcopy(model) if cfg.ema else model     # the model evaluated and saved (Config.ema)
     if cfg.compile:                          # the same functions, their passes fused: faster, half the memory
         compile_blocks(model, log)
-    meter = Meter(cfg, vocab, log)           # ms a step, the share of the matmul rate, the clock (after main)
+    meter = Meter(model, vocab, log)         # ms a step, the share of the matmul rate, the clock (after main)
     data, sets = batches(random.Random(cfg.seed), cfg, vocab), eval_sets(cfg, vocab)
     hold = hold_unused_rows(model, vocab) if cfg.freeze_unused else lambda: None
     history, losses = [], []
@@ -768,17 +768,16 @@ def main(argv=None):
 class Meter:
     """What train's log line says beside the paper's figures: ms a step, the share of this machine's own
     matmul rate (nanoGPT's MFU), the minutes left; between log lines a progress line at least every 10 s on a
-    terminal (each minute in a file or pipe). It only measures: the clock prices the steps to come by their
-    problems' sizes (stage_tokens): a step's seconds fitted as a t + b t^2 over its problems' lengths t (the
-    attention's share grows with t) on the steps so far, at the pace of the last steps, so a machine that gets
-    busy or idle moves it as it goes."""
+    terminal (each minute in a file or pipe). It only measures: the clock prices the steps to come by a forward
+    pass over each curriculum stage's batches, timed before step 0 (stage_costs: a longer problem costs more
+    than its tokens, the attention grows with their square), scaled by the pace of the last steps, so a
+    machine that gets busy or idle moves it as it goes."""
 
-    def __init__(self, cfg, vocab, log=print):
-        self.cfg, self.vocab, self.log = cfg, vocab, log
-        self.t0, self.rate = time.time(), matmul_rate(cfg)
-        self.sizes = stage_tokens(cfg, vocab)               # a batch's sum of t and t^2 at each depth
-        self.recent = collections.deque(maxlen=100)         # (seconds, t, t^2) of the last steps: the pace
-        self.fit = [0.0] * 5                                # seconds ~ a t + b t^2: its normal equations
+    def __init__(self, model, vocab, log=print):
+        self.cfg, self.vocab, self.log = model.cfg, vocab, log
+        self.t0, self.rate = time.time(), matmul_rate(model.cfg)
+        self.costs = stage_costs(model, vocab)              # a forward pass's seconds at each depth
+        self.recent = collections.deque(maxlen=100)         # (seconds, its stage's cost) of the last steps
         self.evals = []                                     # seconds each evaluation took
         self.seconds, self.flops, self.shown, self.started = [], [], time.time(), time.time()
         self.tty = log is print and sys.stdout.isatty()
@@ -791,11 +790,7 @@ class Meter:
         seconds = time.time() - self.started
         self.seconds.append(seconds)
         self.flops.append(step_flops(self.cfg, *x.shape, (y != -1).sum().item(), len(self.vocab)))
-        t = (x != self.vocab.pad).sum(1).double() + 1                      # its problems' lengths
-        u, v = t.sum().item(), (t * t).sum().item()
-        self.recent.append((seconds, u, v))
-        if step >= 10:                                                   # (the first steps warm up)
-            self.fit = [f + d for f, d in zip(self.fit, (u * u, u * v, v * v, u * seconds, v * seconds))]
+        self.recent.append((seconds, self.costs[self.cfg.depth_at(step)]))
         if time.time() - self.shown >= (8 if self.tty else 48) and (step + 1) % self.cfg.eval_every:
             ms = 1000 * sum(self.seconds) / len(self.seconds)        # since the last log line
             line = (f"  step {step + 1:5d} of {self.cfg.steps} | {ms:5.0f} ms/step | "
@@ -809,13 +804,8 @@ class Meter:
 
     def left(self, step):
         """Minutes left at `step` (time_left at the last steps' pace and the evaluations' so far)."""
-        uu, uv, vv, us, vs = self.fit
-        det = uu * vv - uv * uv
-        a, b = ((us * vv - vs * uv) / det, (vs * uu - us * uv) / det) if det > 1e-9 * uu * vv else (1, 0)
-        r = b / a if a > 0 and b > 0 else 0.0                  # t^2's weight: a t + b t^2 = a (t + r t^2)
-        seconds, cost = sum(s for s, _, _ in self.recent), sum(u + r * v for _, u, v in self.recent)
-        sizes = {d: u + r * v for d, (u, v) in self.sizes.items()}
-        return time_left(self.cfg, step, sizes, seconds / max(1e-9, cost), self.evals) / 60
+        seconds, cost = map(sum, zip(*self.recent)) if self.recent else (0.0, 1.0)
+        return time_left(self.cfg, step, self.costs, seconds / max(1e-9, cost), self.evals) / 60
 
     def evaluation_starts(self):
         if PENDING:
@@ -991,24 +981,31 @@ def matmul_rate(cfg, seconds=0.3):
     return RATES[key]
 
 
-def stage_tokens(cfg, vocab, n=256):
-    """A training batch's sum of its problems' lengths t and of t^2 at each curriculum depth, from n problems
-    of the stage drawn with a generator of their own (the run draws what it would draw without the clock):
-    what the clock prices a step by."""
-    rng = random.Random(cfg.seed + 777)
-    sizes = {}
+@torch.no_grad()
+def stage_costs(model, vocab, ahead=4):
+    """Seconds of a forward pass over a training batch at each curriculum depth: `ahead` batches drawn and
+    grouped by length as training draws them, with a generator of their own (the run draws what it would
+    draw without the clock), after one pass to warm up. What the clock prices a step of the stage by."""
+    cfg, rng, costs = model.cfg, random.Random(model.cfg.seed + 777), {}
     for d in range(1, cfg.max_depth + 1):
         gen = cfg.gen_config((d - 1) * cfg.curriculum)
-        t = [len(vocab.encode(logic_data.generate(rng, gen, vocab.train_names))[0]) for _ in range(n)]
-        sizes[d] = (cfg.batch_size * sum(t) / n, cfg.batch_size * sum(k * k for k in t) / n)
-    return sizes
+        seqs = sorted((vocab.encode(logic_data.generate(rng, gen, vocab.train_names))
+                       for _ in range(ahead * cfg.batch_size)), key=lambda s: len(s[0]))
+        xs = [pad_batch(seqs[i:i + cfg.batch_size], vocab.pad, cfg.device)[0]
+              for i in range(0, len(seqs), cfg.batch_size)]
+        model(xs[0])                                    # (the first pass of a length allocates)
+        t = time.time()
+        for x in xs:
+            model(x)
+        costs[d] = (time.time() - t) / len(xs)
+    return costs
 
 
-def time_left(cfg, step, tokens, pace, evals):
-    """Seconds left at `step`: the steps to come at `pace` seconds a unit of their stage's batch (`tokens`),
-    the evaluations to come (the held-out shapes' after training as FINAL_EVALS of them) at the mean of
-    `evals`, the seconds those so far took."""
-    to_come = sum(tokens[cfg.depth_at(s)] for s in range(step, cfg.steps)) * pace
+def time_left(cfg, step, costs, pace, evals):
+    """Seconds left at `step`: the steps to come at `pace` times their stage's cost (`costs`), the
+    evaluations to come (the held-out shapes' after training as FINAL_EVALS of them) at the mean of `evals`,
+    the seconds those so far took."""
+    to_come = sum(costs[cfg.depth_at(s)] for s in range(step, cfg.steps)) * pace
     evals_to_come = len(range(step + cfg.eval_every, cfg.steps, cfg.eval_every)) + 1 + FINAL_EVALS[cfg.layout]
     return to_come + (sum(evals) / len(evals) * evals_to_come if evals and step < cfg.steps else 0.0)
 

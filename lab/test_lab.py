@@ -89,8 +89,8 @@ def test_fine_tuning_starts_from_collapsed_fresh_or_copied_rows():
 
 
 def test_the_fine_tuning_picture_marks_every_evaluation_and_names_a_one_point_curve(monkeypatch, tmp_path):
-    """finetune.png: fresh rows at 91.4% before a single step are one point; it is drawn large and said in
-    words, the other starts marked at each evaluation."""
+    """finetune.png: fresh rows at 90% before a single step (docs/grid.md's run) are one point; it is drawn
+    large and said in words, the other starts marked at each evaluation."""
     figures = []
     monkeypatch.setattr(G, 'savefig', lambda fig, path: figures.append(fig))
     ft = dict(finetune=dict(collapsed=dict(history=[[0, 0.0], [50, 0.3], [100, 0.95]]),
