@@ -2343,18 +2343,6 @@ def test_the_clock_counts_the_steps_to_come_at_their_cost(monkeypatch):
     assert history[-1]['left'] == 0 and all(h['left'] > 0 for h in history[1:-1])
 
 
-def test_a_stage_of_longer_problems_is_priced_by_its_time_not_its_tokens():
-    """Twice the tokens, more than twice the time: the attention's scores grow with the square of the length.
-    The stage with the longest problems costs more per token than the shortest (a forward pass, timed)."""
-    cfg = replace(TINY, max_depth=4, curriculum=20, max_side=2, batch_size=64, n_embd=64, n_head=4)
-    vocab, model = L.Vocab(cfg.n_symbols), U.make_model(cfg)
-    costs = U.stage_costs(model, vocab)
-    rng = random.Random(1)
-    tokens = {d: sum(len(vocab.encode(L.generate(rng, cfg.gen_config((d - 1) * cfg.curriculum),
-                                                 vocab.train_names))[0]) for _ in range(256)) for d in (1, 4)}
-    assert costs[4] / costs[1] > tokens[4] / tokens[1] > 1.5
-
-
 def test_a_compiler_that_fails_leaves_one_line_and_the_run_trains_as_written(monkeypatch):
     """--compile on a laptop without a C++ compiler: the compile fails at its first call; the run says so
     in one line and trains on with the attention as written."""
