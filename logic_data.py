@@ -292,7 +292,8 @@ def normalised(text):
 
 
 def bare(name):
-    """A name without its optional marks (vowel points, accents, a tatweel): 'مَطَر' and 'مطر' are one."""
+    """A name without its optional marks (vowel points, accents, a tatweel): vowelled and bare Arabic
+    are one."""
     return ''.join(c for c in unicodedata.normalize('NFD', name) if unicodedata.category(c) != 'Mn'
                    and c != '\u0640')
 

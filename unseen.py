@@ -768,10 +768,10 @@ def main(argv=None):
 class Meter:
     """What train's log line says beside the paper's figures: ms a step, the share of this machine's own
     matmul rate (nanoGPT's MFU), the minutes left; between log lines a progress line at least every 10 s on a
-    terminal (each minute in a file or pipe). It only measures: the clock prices the steps to come by a forward
-    pass over each curriculum stage's batches, timed before step 0 (stage_costs: a longer problem costs more
-    than its tokens, the attention grows with their square), scaled by the pace of the last steps, so a
-    machine that gets busy or idle moves it as it goes."""
+    terminal (each minute in a file or pipe). It only measures: the clock prices the steps to come by a
+    forward pass over each curriculum stage's batches, timed before step 0 (stage_costs: a longer problem
+    costs more than its tokens, the attention grows with their square), scaled by the pace of the last
+    steps, so a machine that gets busy or idle moves it as it goes."""
 
     def __init__(self, model, vocab, log=print):
         self.cfg, self.vocab, self.log = model.cfg, vocab, log
