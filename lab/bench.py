@@ -109,11 +109,9 @@ def main(argv=None):
         print(__doc__.strip() + "\n\nIt takes unseen.py's model and data flags (python unseen.py --help), not "
               + ', '.join('--' + k.replace('_', '-') for k in BENCH_FLAGS) + '.')
         return
-    given = [a.split('=')[0] for a in argv if a.startswith('--')]
-    wrong = [a for a in given if a[2:].replace('-', '_') in BENCH_FLAGS]
-    args, plain = parse_args(argv), parse_args([])
-    wrong = wrong or [f"--{k.replace('_', '-')}" for k in BENCH_FLAGS if getattr(args, k) != getattr(plain, k)]
-    if wrong:       # (the second look: an abbreviation, --ck for --ckpt)
+    args, plain = parse_args(argv), parse_args([])      # (as parsed: an abbreviation too, --ck for --ckpt)
+    wrong = [f"--{k.replace('_', '-')}" for k in BENCH_FLAGS if getattr(args, k) != getattr(plain, k)]
+    if wrong:
         sys.exit(f"error: {wrong[0]}: the bench times a fixed number of steps at full problems, as written and "
                  "compiled, and writes nothing; give only model and data flags")
     cfg = config_from_args(args)
