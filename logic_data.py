@@ -146,11 +146,8 @@ class Problem:
 
     def names(self):
         """Every variable name, in order of first appearance in the text."""
-        seen = list(self.facts)
-        for premises, head in self.rules:
-            seen += premises + [head]
-        seen += [self.query] + self.chain
-        return list(dict.fromkeys(seen))
+        return list(dict.fromkeys([*self.facts, *[a for ps, h in self.rules for a in ps + [h]], self.query,
+                                   *self.chain]))
 
     def rename(self, mapping):
         m = lambda a: mapping.get(a, a)
@@ -307,7 +304,7 @@ def scripts(name):
 def lookalike_note(p):
     """Two names of a problem that differ only by optional marks, or a name that mixes scripts (Cyrillic 'а'
     in Latin 'rаin'), are two names to the model, as typed: said in a note, or None."""
-    names = sorted({*p.facts, p.query, *[a for ps, h in p.rules for a in (*ps, h)]})
+    names = sorted(p.names())
     twins = {}
     for n in names:
         twins.setdefault(bare(n), []).append(n)
@@ -467,14 +464,7 @@ def curriculum_caps(depth, max_facts=SHAPE_LIMITS['facts'][1], max_dead=SHAPE_LI
                     max_side=SHAPE_LIMITS['side'][1]):
     """The most (facts, side, dead) rules of a curriculum stage whose derivations reach `depth`: depth + 1,
     depth - 1 and depth, within the limits (small shapes first, with short derivations)."""
-    most = dict(facts=depth + 1, side=depth - 1, dead=depth)
-    limits = shape_limits(max_facts, max_dead, max_side)
-    return tuple(min(hi, n) for (_, hi), n in zip(limits.values(), most.values()))
-
-
-def shape_limits(max_facts, max_dead, max_side=SHAPE_LIMITS['side'][1]):
-    """SHAPE_LIMITS with at most `max_facts` facts, `max_dead` dead rules and `max_side` side rules."""
-    return dict(SHAPE_LIMITS, facts=(1, max_facts), side=(0, max_side), dead=(0, max_dead))
+    return min(max_facts, depth + 1), min(max_side, depth - 1), min(max_dead, depth)
 
 
 def is_held_out(name):
@@ -508,8 +498,8 @@ class GenConfig:
         return self.max_facts + self.max_depth + self.max_side + 2 + self.max_dead + 1
 
     def shape_limits(self):
-        """SHAPE_LIMITS as this generator draws them (shape_limits)."""
-        return shape_limits(self.max_facts, self.max_dead, self.max_side)
+        """SHAPE_LIMITS as this generator draws them: at most max_facts, max_side and max_dead."""
+        return dict(facts=(1, self.max_facts), side=(0, self.max_side), dead=(0, self.max_dead))
 
     def limits(self):
         """The most facts, rules and chain steps a problem of this generator has."""
@@ -567,26 +557,13 @@ def draw_shape(rng, cfg):
 
 
 def sample_structure(rng, cfg, depth, provable):
-    """A problem over abstract atoms 0, 1, 2, ...: its facts, rules and query (not yet labelled), and the
-    number of atoms. Every problem has a planted path: a fact, then `depth` rules, each needing the atom
-    derived just before it (and, with a second premise, a fact or an atom the path derived earlier).
-    Around it, by the shape (facts, side, dead):
-      facts       1-6 (max_facts); the path starts from one of them, the others may be premises anywhere
-      side rules  0-2 rules that fire but are not on the path (their chain steps are not needed), or whose
-                  head is already known when they could fire (they never fire)
-      dead rules  0-3 (max_dead) rules with a premise that is never derivable (they never fire)
-    All rules are shuffled, so side and dead rules stand before, between or after the path's.
-    The query: if provable, the path's end, a fact, an atom on the path, or a side rule's head; if not, a
-    dead rule's premise or head, a name in no rule, or (cfg.broken of them) a name on a path that breaks at
-    a random step, where a rule needs a name nothing derives."""
+    """A problem over abstract atoms 0, 1, 2, ...: its facts, rules and query (not yet labelled), the number
+    of atoms, and how it was made: the planted path of `depth` rules, then the side and dead rules of a shape
+    (facts, side, dead), all shuffled, and a query of its kind, as the module docstring describes them."""
     if cfg.layout == 'template':
         return sample_template(rng, cfg, depth, provable)
     n_facts, n_side, n_dead = draw_shape(rng, cfg)
-    n = 0
-    def new():
-        nonlocal n
-        n += 1
-        return n - 1
+    new = itertools.count().__next__      # a fresh atom: 0, 1, 2, ...
     premises = lambda pool: rng.sample(pool, min(rng.randint(1, cfg.max_premises), len(pool)))
     facts = [new() for _ in range(n_facts)]
     level = {a: 0 for a in facts}         # the path step after which an atom is surely known (facts: 0)
@@ -635,17 +612,13 @@ def sample_structure(rng, cfg, depth, provable):
         query = rng.choice(dead) if kind == 'dead' else new()
     rng.shuffle(rules)
     rng.shuffle(facts)
-    return facts, rules, query, n, dict(shape=(n_facts, n_side, n_dead), depth=depth, kind=kind)
+    return facts, rules, query, new(), dict(shape=(n_facts, n_side, n_dead), depth=depth, kind=kind)
 
 
 def sample_template(rng, cfg, depth, provable):
     """The one layout of earlier versions: 2 facts, the path, 2 dead rules; the query is the path's end
     or the head of a dead rule. A model trained on it learns the layout, not forward chaining."""
-    n = 0
-    def new():
-        nonlocal n
-        n += 1
-        return n - 1
+    new = itertools.count().__next__
     facts = [new() for _ in range(2)]
     known, rules, last = list(facts), [], facts[0]
     for _ in range(depth):   # planted derivation: each rule needs the atom derived just before it
@@ -666,7 +639,7 @@ def sample_template(rng, cfg, depth, provable):
     query = last if provable else dead[0]
     rng.shuffle(rules)
     rng.shuffle(facts)
-    return facts, rules, query, n, dict(shape=(2, 0, 2), depth=depth, kind='end' if provable else 'dead')
+    return facts, rules, query, new(), dict(shape=(2, 0, 2), depth=depth, kind='end' if provable else 'dead')
 
 
 def generate(rng, cfg, names, depth=None, provable=None):
@@ -870,61 +843,48 @@ def shape_sets(rng, cfg, vocab, n, max_tokens):
 
 def main(argv=None):
     d = GenConfig()
-    parser = argparse.ArgumentParser(prog='logic_data.py', description='Print Horn-clause problems with '
-                                     'their forward-chaining chain (by default, of the kind the demo trains '
-                                     'on).')
-    parser.add_argument('--n', type=int, default=5, help='number of problems')
-    parser.add_argument('--scenario', choices=SCENARIOS, default='none', help='which names are unseen')
-    parser.add_argument('--n-symbols', type=int, default=5000, help='size of the training symbol pool')
-    parser.add_argument('--max-depth', type=int, default=d.max_depth, help='longest planted derivation')
-    parser.add_argument('--max-premises', type=int, default=None,
-                        help="premises per rule, 1 to 3 (default: by --layout, as the demo's models are "
-                        "trained: " + ', '.join(f'{k} {v}' for k, v in PREMISES.items()) +
-                        "; 2: a rule may be a conjunction, 'a b -> c'; 1: every rule has one premise)")
-    parser.add_argument('--max-facts', type=int, default=d.max_facts, help='the most facts a problem has '
-                        '(layout shapes; 4: as in earlier versions)')
-    parser.add_argument('--max-dead', type=int, default=d.max_dead, help='the most dead rules a problem has '
-                        '(layout shapes; 3: the tests and the demo\'s training; up to 7: training for '
-                        'longer rule lists)')
-    parser.add_argument('--max-side', type=int, default=d.max_side, help='the most side rules a problem has '
-                        "(layout shapes; 2: the tests; up to 6: the demo's training, its chains as long as "
-                        "the tests' four steps beyond)")
-    parser.add_argument('--layout', choices=LAYOUTS, default=d.layout, help='shapes: problems of many shapes '
-                        "(the tests' kind; the demo trains on these with more side rules, less the held-out "
-                        'families); template: the one layout '
-                        'of earlier versions')
-    parser.add_argument('--seed', type=int, default=0)
-    parser.add_argument('--jsonl', action='store_true', help='one JSON object per line')
-    args = parser.parse_args(argv)
-    if args.max_premises is None:   # (0 is refused below, not taken as 'not given')
-        args.max_premises = PREMISES[args.layout]
-    counts = [f for f, v, dv in (('--max-facts', args.max_facts, d.max_facts), ('--max-dead', args.max_dead,
-              d.max_dead), ('--max-side', args.max_side, d.max_side)) if v != dv]
-    if args.layout == 'template' and counts:   # its one layout has 2 facts, the path, 2 dead rules, no side
-        parser.error(f"{' and '.join(counts)} {'go' if len(counts) > 1 else 'goes'} with --layout shapes "
-                     '(the template layout is always 2 facts, the path and 2 dead rules)')
-    if not 0 <= args.n <= 10 ** 9:
-        parser.error('--n must be between 0 and 10^9')
-    if not 0 <= args.seed < 2 ** 63:     # (random.Random(-5) draws what random.Random(5) draws)
-        parser.error(f'--seed {args.seed}: must be in [0, 2^63)')
-    if args.n_symbols > 10 ** 6:
-        parser.error('--n-symbols must be at most 10^6')
-    error = size_error(args.n_symbols, args.max_depth, args.max_premises, args.max_facts, args.max_dead,
-                       args.max_side)
+    p = argparse.ArgumentParser(prog='logic_data.py', description='Print Horn-clause problems with their '
+                                'forward-chaining chain (by default, of the kind the demo trains on).')
+    p.add_argument('--n', type=int, default=5, help='number of problems')
+    p.add_argument('--scenario', choices=SCENARIOS, default='none', help='which names are unseen')
+    p.add_argument('--n-symbols', type=int, default=5000, help='size of the training symbol pool')
+    p.add_argument('--max-depth', type=int, default=d.max_depth, help='longest planted derivation')
+    p.add_argument('--max-premises', type=int, help="premises per rule, 1 to 3 (default: by --layout, as the "
+                   "demo's models are trained: " + ', '.join(f'{k} {v}' for k, v in PREMISES.items()) +
+                   "; 2: a rule may be a conjunction, 'a b -> c'; 1: every rule has one premise)")
+    for k, what, more in (('facts', 'facts', '4: as in earlier versions'),
+                          ('dead', 'dead rules', "as the demo's training; up to 7: for longer rule lists"),
+                          ('side', 'side rules', "up to 6: the demo's training, chains as long as the tests' "
+                                                 'four steps beyond')):
+        p.add_argument(f'--max-{k}', type=int, default=getattr(d, f'max_{k}'),
+                       help=f"the most {what} a problem has (layout shapes; the tests' %(default)s; {more})")
+    p.add_argument('--layout', choices=LAYOUTS, default=d.layout, help="shapes: problems of many shapes (the "
+                   "tests' kind; the demo trains on these with more side rules, less the held-out families); "
+                   'template: the one layout of earlier versions')
+    p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--jsonl', action='store_true', help='one JSON object per line')
+    args = p.parse_args(argv)
+    args.max_premises = args.max_premises if args.max_premises is not None else PREMISES[args.layout]
+    counts = [f'--max-{k}' for k in ('facts', 'dead', 'side')
+              if args.layout == 'template' and getattr(args, f'max_{k}') != getattr(d, f'max_{k}')]
+    error = (f"{' and '.join(counts)} go{'es' * (len(counts) == 1)} with --layout shapes (the template "
+             'layout is always 2 facts, the path and 2 dead rules)' if counts else
+             '--n must be between 0 and 10^9' if not 0 <= args.n <= 10 ** 9 else
+             f'--seed {args.seed}: must be in [0, 2^63)' if not 0 <= args.seed < 2 ** 63 else  # -5 draws 5's
+             '--n-symbols must be at most 10^6' if args.n_symbols > 10 ** 6 else
+             size_error(args.n_symbols, args.max_depth, args.max_premises, args.max_facts, args.max_dead,
+                        args.max_side))
     if error:
-        parser.error(error)
-    vocab = Vocab(args.n_symbols)
+        p.error(error)
+    vocab, rng = Vocab(args.n_symbols), random.Random(args.seed)
     cfg = GenConfig(max_depth=args.max_depth, max_premises=args.max_premises, layout=args.layout,
                     max_facts=args.max_facts, max_dead=args.max_dead, max_side=args.max_side)
-    rng = random.Random(args.seed)
     try:
         for _ in range(args.n):      # one at a time: the first line comes at once, memory stays constant
-            p = make_problems(rng, cfg, vocab, 1, args.scenario)[0]
-            if args.jsonl:
-                print(json.dumps(p.to_dict()), flush=True)
-            else:
-                unseen = [a for a in p.names() if vocab.is_unseen(a)]
-                print(to_text(p) + (f"    (unseen: {' '.join(unseen)})" if unseen else ''), flush=True)
+            q = make_problems(rng, cfg, vocab, 1, args.scenario)[0]
+            unseen = [a for a in q.names() if vocab.is_unseen(a)]
+            print(json.dumps(q.to_dict()) if args.jsonl else
+                  to_text(q) + (f"    (unseen: {' '.join(unseen)})" if unseen else ''), flush=True)
     except BrokenPipeError:          # `| head`: the reader has gone; stop quietly
         sys.stderr.close()
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -1589,7 +1589,7 @@ def test_the_class_path_quotes_what_the_shipped_checkpoints_print():
     printed = []
     for ck in ('assets/standard.pt', 'assets/headline.pt'):
         stored = torch.load(ck, weights_only=False)
-        cfg = U.Config(**{**U.current_config(stored['config']), 'device': 'cpu'})
+        cfg = U.Config(**{**stored['config'], 'device': 'cpu'})
         said = U.verdict(cfg, stored['history'], 'all', stored['shapes'])
         printed += said.splitlines()
         printed += [U.progress_line(h, cfg.steps) for h in stored['history']]      # the run's log
@@ -1705,7 +1705,7 @@ def test_the_papers_path_is_the_argument_and_speed_stands_after_main():
     assert defined['Muon'].lineno < defined['Optimizers'].lineno < defined['make_optimizer'].lineno \
         < defined['train'].lineno
     speed = ('Meter', 'compile_blocks', 'matmul_rate', 'RATES', 'step_flops', 'stage_costs', 'time_left',
-             'keep_freed_memory', 'release_freed_memory', 'eval_chunk', 'EVAL_SCORES', 'ADDED')
+             'keep_freed_memory', 'release_freed_memory', 'eval_chunk', 'EVAL_SCORES')
     assert all(defined[name].lineno > main.lineno for name in speed)
     train = {n.id for n in ast.walk(defined['train']) if isinstance(n, ast.Name)}
     assert {'Meter', 'compile_blocks'} <= train and not train & (set(speed) - {'Meter', 'compile_blocks'})
@@ -2974,7 +2974,7 @@ def test_training_draws_idle_problems_in_which_no_rule_fires():
     # without idle problems (--idle 0, every checkpoint from before the switch) it is noted, as before
     for text in ('a . ? a', 'cat . dog -> bone . mouse -> cheese . ? cat'):
         assert L.beyond_training(gen, L.parse(text)) is None
-    old = U.Config(**U.current_config({})).gen_config(cfg.steps - 1)
+    old = U.Config(idle=0.0).gen_config(cfg.steps - 1)
     assert old.idle == 0.0
     assert L.beyond_training(old, L.parse('a . ? a')) == 'this problem has no rules (training: at least 1)'
     note = L.beyond_training(old, L.parse('cat . dog -> bone . mouse -> cheese . ? cat'))

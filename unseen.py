@@ -763,8 +763,7 @@ def main(argv=None):
 
 # -----------------------------------------------------------------------------
 # speed and bookkeeping: train's Meter (the clock, the share of the matmul rate, the progress line),
-# torch.compile, the watchdog that names a silent phase, the heap, evaluation in chunks, the switches added
-# since a stored config was written
+# torch.compile, the watchdog that names a silent phase, the heap, evaluation in chunks, a lab probe's mark
 class Meter:
     """What train's log line says beside the paper's figures: ms a step, the share of this machine's own
     matmul rate (nanoGPT's MFU), the minutes left; between log lines a progress line at least every 10 s on a
@@ -849,19 +848,18 @@ def held_out_mean(shapes):
 
 def compile_blocks(model, log=print):
     """--compile: training's attention and MLP through torch.compile (the same functions, their passes
-    fused, less kept for the backward pass: the demo's peak memory 1.3 GB, not 2.7).
-    Tried at once on a small batch, so that a machine that cannot compile (no C++ compiler) says so in one
-    line and trains as written. Evaluation: as written."""
-    t = time.time()
+    fused, less kept for the backward pass: the demo's peak memory 1.3 GB, not 2.7). Tried at once on a
+    small batch, so that a machine that cannot compile (no C++ compiler) says so in one line and trains as
+    written. Evaluation: as written."""
+    t, cfg = time.time(), model.cfg
     log("compiling the attention and the MLP (torch.compile; --compile off: as written) ...")
     fast, mlp = torch.compile(attend, dynamic=True), torch.compile(MLP.forward, dynamic=True)
-    cfg = model.cfg
     B, T, C, nh = 2, 8, cfg.n_embd, cfg.n_head
     try:
         with torch.random.fork_rng(devices=[]), \
                 torch.autocast(cfg.device, dtype=torch.bfloat16, enabled=cfg.precision == 'bf16'):
-            qkv = [torch.randn(B, nh, T, C // nh, device=cfg.device, requires_grad=True) for _ in range(3)]
-            x = torch.randn(B, T, C, device=cfg.device, requires_grad=True)
+            x, *qkv = [torch.randn(*shape, device=cfg.device, requires_grad=True)
+                       for shape in [(B, T, C)] + [(B, nh, T, C // nh)] * 3]
             y, z = fast(*qkv, x, nn.Parameter(torch.ones(nh)), nn.Parameter(torch.ones(nh)))
             w = mlp(copy.deepcopy(model.transformer.h[0].mlp), x)
         (y.float().sum() + z.float().sum() + w.float().sum()).backward()
@@ -930,20 +928,16 @@ def watch_silence(every=None, phases=()):
 def keep_freed_memory():
     """glibc's malloc hands freed blocks over a threshold back to the system, and a step's scores (tens of
     MB) spent a fifth of it in page faults taking them again: blocks up to 32 MB stay in the heap."""
-    try:
+    with contextlib.suppress(OSError, AttributeError):   # not glibc (macOS, Windows, musl): theirs keep them
         libc = ctypes.CDLL('libc.so.6')
         libc.mallopt(-3, 32 << 20)           # M_MMAP_THRESHOLD
         libc.mallopt(-1, 2 ** 31 - 1)        # M_TRIM_THRESHOLD
-    except (OSError, AttributeError):        # not glibc (macOS, Windows, musl): their allocators keep them
-        pass
 
 
 def release_freed_memory():
     """What the heap holds free goes back to the system (glibc's malloc_trim), before each evaluation."""
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL('libc.so.6').malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 def step_flops(cfg, B, T, targets, vocab_size):
@@ -962,22 +956,17 @@ RATES = {}   # matmul_rate's figures, by device, precision and width: measured o
 
 def matmul_rate(cfg, seconds=0.3):
     """This machine's own rate (FLOP/s) for the MLP's first product (128 x 70 tokens, C -> 4C) in the run's
-    precision: the honest peak on a CPU, against which the log line and lab/bench.py give a step's share."""
+    precision and threads (torch.utils.benchmark): the honest peak on a CPU, against which the log line and
+    lab/bench.py give a step's share."""
     key = (cfg.device, cfg.precision, cfg.n_embd)
-    if key in RATES:
-        return RATES[key]
-    dtype = torch.bfloat16 if cfg.precision == 'bf16' else torch.float32
-    a = torch.ones(128 * 70, cfg.n_embd, dtype=dtype, device=cfg.device)     # (no draw from the run's RNG)
-    b = torch.ones(cfg.n_embd, 4 * cfg.n_embd, dtype=dtype, device=cfg.device) / cfg.n_embd
-    n, t0 = 0, time.time()
-    while n < 3 or time.time() - t0 < seconds:
-        if n == 2:       # two warm-up products
-            t0 = time.time()
-        a @ b
-        n += 1
-        if cfg.device.startswith('cuda'):
-            torch.cuda.synchronize()
-    RATES[key] = 2 * a.size(0) * a.size(1) * b.size(1) * (n - 2) / (time.time() - t0)
+    if key not in RATES:
+        from torch.utils import benchmark
+        dtype = torch.bfloat16 if cfg.precision == 'bf16' else torch.float32
+        a = torch.ones(128 * 70, cfg.n_embd, dtype=dtype, device=cfg.device)   # (no draw from the run's RNG)
+        b = torch.ones(cfg.n_embd, 4 * cfg.n_embd, dtype=dtype, device=cfg.device) / cfg.n_embd
+        timer = benchmark.Timer('a @ b', globals=dict(a=a, b=b), num_threads=torch.get_num_threads())
+        seconds = timer.blocked_autorange(min_run_time=seconds).median
+        RATES[key] = 2 * a.size(0) * a.size(1) * b.size(1) / seconds
     return RATES[key]
 
 
@@ -1017,16 +1006,7 @@ def eval_chunk(cfg, T):
     """Problems of T tokens per forward pass in evaluation: one tensor of scores within EVAL_SCORES."""
     return max(1, EVAL_SCORES // (cfg.n_head * T * T))
 
-# switches added since: a stored config without one trained at this value (no idle problems before --idle)
-ADDED = dict(idle=0.0)
-
-
 PROBE = {}   # lab/chain_probes.py's changes to this file's functions (its variables): in its checkpoints
-
-
-def current_config(stored):
-    """A stored config (a dict) with the switches ADDED since it was written, at their value then."""
-    return {**ADDED, **stored}
 
 # -----------------------------------------------------------------------------
 # a switch of the lab's grid (its reset rows): the names' rows at a share of AdamW's rate
@@ -1088,56 +1068,49 @@ def count_params(cfg):
 
 def plan(cfg, out):
     """What a run is about to do, in the words of its first lines."""
-    n_params = count_params(cfg)
-    lines = [f"model: {run_name(cfg)} ({n_params / 1e3:.0f}k parameters); {cfg.steps} steps on {cfg.device} "
-             f"in {cfg.precision}, {cfg.n_symbols} training symbols, 100 unseen; writing to {out}"]
-    if cfg.curriculum and cfg.max_depth > 1:
-        most = cfg.gen_config(0).shape_caps
-        shapes = f" (at most {most[0]} facts, {most[1]} side and {most[2]} dead rules)" if most else ''
-        full = (cfg.max_depth - 1) * cfg.curriculum
-        reach = (f"every depth 1-{cfg.max_depth}{' and shape' * bool(shapes)} from step {full}"
-                 if full < cfg.steps else
-                 f"this {cfg.steps}-step run ends at depth {cfg.depth_at(cfg.steps - 1)}")
-        lines.append(f"a curriculum: training problems of depth 1{shapes} at first, one depth more every "
-                     f"{cfg.curriculum} steps, {reach} (the tests have every depth from the start)")
-    floor = 'zero' if cfg.lr_floor == 0 else 'a tenth' if cfg.lr_floor == 0.1 else f'{cfg.lr_floor:g} of it'
-    decay = f"the full rate until step {round(decay_start(cfg))}, then linearly down to {floor}"
-    if cfg.steps <= cfg.warmup:
-        decay = f"which this {cfg.steps}-step run ends inside"
-    rates = f"Muon {cfg.muon_lr:g} on the blocks' matrices, AdamW {cfg.lr:g} on the rest" \
-        if cfg.optimizer == 'muon' else f"AdamW {cfg.lr:g}"
-    if cfg.emb_lr != 1 and not cfg.freeze_emb:
-        rates += f" (the names' rows {cfg.lr * cfg.emb_lr:g}: --emb-lr {cfg.emb_lr:g})"
-    lines.append(f"{rates}: a {cfg.warmup}-step warmup, {decay}")
-    if cfg.ema:
-        lines.append(f"evaluated and saved: a moving average of the weights, decay {cfg.ema:g} (about the "
-                     f"last {1 / (1 - cfg.ema):.0f} steps; --ema 0: the last weights)")
-        if cfg.steps < 3 / (1 - cfg.ema):    # the initial weights still weigh more than e^-3 of the average
-            lines.append(f"note: this {cfg.steps}-step run is short for that average: the model saved is "
-                         f"{cfg.ema ** cfg.steps:.0%} its initial weights (a smaller --ema, or more --steps)")
-    if cfg.forget_every:
-        until = f" until step {cfg.forget_until}" if cfg.forget_until and cfg.forget_until < cfg.steps else \
+    c, shapes, tests = cfg, cfg.layout == 'shapes', {k: hi for k, (_, hi) in logic_data.SHAPE_LIMITS.items()}
+    lines = [f"model: {run_name(c)} ({count_params(c) / 1e3:.0f}k parameters); {c.steps} steps on {c.device} "
+             f"in {c.precision}, {c.n_symbols} training symbols, 100 unseen; writing to {out}"]
+    if c.curriculum and c.max_depth > 1:
+        most, full = c.gen_config(0).shape_caps, (c.max_depth - 1) * c.curriculum
+        small = f" (at most {most[0]} facts, {most[1]} side and {most[2]} dead rules)" if most else ''
+        reach = (f"every depth 1-{c.max_depth}{' and shape' * bool(small)} from step {full}" if full < c.steps
+                 else f"this {c.steps}-step run ends at depth {c.depth_at(c.steps - 1)}")
+        lines.append(f"a curriculum: training problems of depth 1{small} at first, one depth more every "
+                     f"{c.curriculum} steps, {reach} (the tests have every depth from the start)")
+    floor = {0: 'zero', 0.1: 'a tenth'}.get(c.lr_floor, f'{c.lr_floor:g} of it')
+    decay = f"which this {c.steps}-step run ends inside" if c.steps <= c.warmup else \
+        f"the full rate until step {round(decay_start(c))}, then linearly down to {floor}"
+    rates = f"Muon {c.muon_lr:g} on the blocks' matrices, AdamW {c.lr:g} on the rest" \
+        if c.optimizer == 'muon' else f"AdamW {c.lr:g}"
+    slow = (f" (the names' rows {c.lr * c.emb_lr:g}: --emb-lr {c.emb_lr:g})"
+            if c.emb_lr != 1 and not c.freeze_emb else '')
+    lines.append(f"{rates}{slow}: a {c.warmup}-step warmup, {decay}")
+    if c.ema:
+        lines.append(f"evaluated and saved: a moving average of the weights, decay {c.ema:g} (about the last "
+                     f"{1 / (1 - c.ema):.0f} steps; --ema 0: the last weights)")
+    if c.ema and c.steps < 3 / (1 - c.ema):    # the initial weights still weigh more than e^-3 of the average
+        lines.append(f"note: this {c.steps}-step run is short for that average: the model saved is "
+                     f"{c.ema ** c.steps:.0%} its initial weights (a smaller --ema, or more --steps)")
+    if c.forget_every:
+        until = f" until step {c.forget_until}" if c.forget_until and c.forget_until < c.steps else \
             ", the last on the final step: the model evaluated and saved is one just reset"
-        lines.append(f"the names' (un)embedding rows re-drawn every {cfg.forget_every} steps{until} "
+        lines.append(f"the names' (un)embedding rows re-drawn every {c.forget_every} steps{until} "
                      "(--forget-every; the signs' rows keep training)")
-    if cfg.balance:
+    if c.balance:
         lines.append("training chains of every length about equally often (--balance; the tests as drawn)")
-    if cfg.layout == 'shapes':
-        tests = logic_data.SHAPE_LIMITS['dead'][1]
-        dead = f"0-{tests} dead rules" if cfg.max_dead == tests else \
-            f"0-{cfg.max_dead} dead rules (the tests 0-{tests}: --max-dead)"
-        side = logic_data.SHAPE_LIMITS['side'][1]
-        side = f"0-{side} side rules" if cfg.max_side == side else \
-            f"0-{cfg.max_side} side rules (the tests 0-{side}: --max-side)"
-        lines.append(f"problems of 1-{cfg.max_facts} facts (--max-facts), {side} and {dead}")
-        if cfg.idle:
-            lines.append(f"{cfg.idle:.0%} of them idle: no rule fires, the query a fact or nothing reaches "
-                         "it ('a . ? a'; --idle; the tests have none)")
-    if cfg.shift:
-        lines.append(f"each training problem starts at row 0 or row {cfg.shift} of the position table at "
-                     f"random, the tests at row {cfg.shift} (--shift)")
-    lines.append(f"{attention_summary(cfg)} (a = 1, b = 0 at the start; --no-identity: the textbook "
-                 "attention)" if cfg.identity else attention_summary(cfg))
+    count = lambda k, n: f"0-{n} {k} rules" + (f" (the tests 0-{tests[k]}: --max-{k})" * (n != tests[k]))
+    if shapes:
+        lines.append(f"problems of 1-{c.max_facts} facts (--max-facts), {count('side', c.max_side)} and "
+                     f"{count('dead', c.max_dead)}")
+    if shapes and c.idle:
+        lines.append(f"{c.idle:.0%} of them idle: no rule fires, the query a fact or nothing reaches it "
+                     "('a . ? a'; --idle; the tests have none)")
+    if c.shift:
+        lines.append(f"each training problem starts at row 0 or row {c.shift} of the position table at "
+                     f"random, the tests at row {c.shift} (--shift)")
+    lines.append(attention_summary(c) + (" (a = 1, b = 0 at the start; --no-identity: the textbook attention)"
+                                         if c.identity else ''))
     return '\n       '.join(lines)
 
 
@@ -1212,9 +1185,9 @@ def longer_sets(cfg, shapes):
 
 def by_depth(problems, ok):
     """Exact match per depth of the planted derivation (the chain's length): {depth: (accuracy, n)}."""
-    depths = {}
+    depths = collections.defaultdict(list)
     for p, right in zip(problems, ok.tolist()):
-        depths.setdefault(p.how['depth'], []).append(right)
+        depths[p.how['depth']].append(right)
     return {d: (sum(r) / len(r), len(r)) for d, r in sorted(depths.items())}
 
 
@@ -1267,15 +1240,13 @@ def accuracy_by_position(problems, y, pred):
 
 def mistake_counts(problems, y, pred, vocab):
     """{kind: {chain position: count}} over the problems the model gets wrong (`evaluate`'s predictions)."""
-    counts = {kind: {} for kind in logic_data.MISTAKE_KINDS}
+    counts = collections.defaultdict(collections.Counter)
     for i, p in enumerate(problems):
-        at = y[i] != -1
-        words = lambda ids: vocab.decode(ids[at].tolist()).split()
+        words = lambda ids: vocab.decode(ids[y[i] != -1].tolist()).split()
         found = logic_data.first_mistake(p, words(y[i]), words(pred[i]))
         if found:
-            pos, kind = found
-            counts[kind][pos] = counts[kind].get(pos, 0) + 1
-    return {k: v for k, v in counts.items() if v}
+            counts[found[1]][found[0]] += 1
+    return {k: dict(counts[k]) for k in logic_data.MISTAKE_KINDS if k in counts}
 
 
 def mistakes(model, vocab, scenario, predictions, n=3):
@@ -1302,15 +1273,11 @@ def mistakes(model, vocab, scenario, predictions, n=3):
 
 
 def pyplot():
-    """matplotlib without a screen, imported when a figure is drawn (its font-cache warning not shown)."""
+    """matplotlib without a screen, imported when a figure is drawn (its font-cache notice not shown)."""
     import matplotlib
     matplotlib.use('Agg')
-    fonts = logging.getLogger('matplotlib.font_manager')
-    level, _ = fonts.level, fonts.setLevel(logging.ERROR)
-    try:
-        import matplotlib.pyplot as plt
-    finally:
-        fonts.setLevel(level)
+    logging.getLogger('matplotlib.font_manager').setLevel(logging.ERROR)
+    import matplotlib.pyplot as plt
     return plt
 
 
@@ -1387,16 +1354,18 @@ def save_checkpoint(path, model, cfg, history, shapes=None):
     weights, buffer = model.state_dict(), io.BytesIO()
     torch.save({'model': weights, 'config': asdict(cfg), 'history': history, 'shapes': shapes,
                 'digest': digest(weights, asdict(cfg)), **({'probe': PROBE} if PROBE else {})}, buffer)
+    why = lambda e: e.strerror or e
     try:
         with signals_held():                  # Ctrl-C or kill now: after the file is whole
             write_bytes(path, buffer.getvalue())
-    except WriteError as e:
+    except OSError as e:
         spare = os.path.join(tempfile.gettempdir(), f"unseen-{time.strftime('%Y%m%d-%H%M%S')}-ckpt.pt")
         try:
             write_bytes(spare, buffer.getvalue())
-        except WriteError as e2:
-            sys.exit(f"error: cannot write {path} ({e}) nor {spare} ({e2}): the trained model is lost")
-        sys.exit(f"error: cannot write {path} ({e}); the trained model is saved instead in {spare}")
+        except OSError as e2:
+            sys.exit(f"error: cannot write {path} ({why(e)}) nor {spare} ({why(e2)}): the trained model is "
+                     "lost")
+        sys.exit(f"error: cannot write {path} ({why(e)}); the trained model is saved instead in {spare}")
 
 
 @contextlib.contextmanager
@@ -1415,7 +1384,7 @@ def signals_held():
 
 
 def write_bytes(path, data):
-    """`data` in `path`, whole (flushed to the disk) or not at all: WriteError with the system's reason."""
+    """`data` in `path`, whole (flushed to the disk) or not at all (OSError)."""
     with whole(path, exit=False) as part, open(part, 'wb') as f:
         f.write(data)
         f.flush()
@@ -1443,23 +1412,18 @@ def savefig(fig, path):
         fig.savefig(part, dpi=100, format='png')
 
 
-class WriteError(Exception):
-    """A file that could not be written, with the reason as the system gives it."""
-
-
 @contextlib.contextmanager
 def whole(path, exit=True):
     """Write `path` whole or not at all (the body writes `path`.part, renamed once complete); a failed write
-    stops the run with one line naming the file and the system's reason (exit=False: WriteError)."""
+    stops the run with one line naming the file and the system's reason (exit=False: the OSError)."""
     part = f'{path}.part'
     try:
         yield part
         os.replace(part, path)
     except OSError as e:
-        reason = e.strerror or str(e)
         if not exit:
-            raise WriteError(reason) from None
-        sys.exit(f"error: cannot write {path} ({reason}); nothing was left half-written")
+            raise
+        sys.exit(f"error: cannot write {path} ({e.strerror or e}); nothing was left half-written")
     finally:
         if os.path.exists(part):
             os.remove(part)
@@ -1491,12 +1455,8 @@ def lock(out):
         import fcntl
     except ImportError:
         return
-    path = os.path.realpath(os.path.join(out, '.lock'))
     unlock(out)                               # (this process's earlier run there: main() called again)
-    try:
-        f = open(path, 'a+')
-    except OSError as e:
-        sys.exit(f"error: --out {out}: cannot write there ({e.strerror or e})")
+    f = open(os.path.realpath(os.path.join(out, '.lock')), 'a+')     # (writable has just written there)
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -1508,7 +1468,7 @@ def lock(out):
     f.truncate(0)
     f.write(str(os.getpid()))
     f.flush()
-    HELD[path] = f
+    HELD[f.name] = f
     atexit.register(unlock, out)
 
 
@@ -1531,12 +1491,10 @@ def stopped(e, out, created, saved=None):
                       "the tests of shapes it never trained on: --ckpt runs them)")
     if created and not os.listdir(out):
         os.rmdir(out)
-    if isinstance(e, BrokenPipeError):   # `| head`: the reader has gone, and a run nobody reads stops
+    if isinstance(e, OSError):   # its output closed (`| head`) or on a full disk: a run nobody reads stops
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        e = 'the output was closed (a pipe such as | head ended)'
-    elif isinstance(e, OSError):         # its output on a full disk (> /dev/full): a run nobody reads stops
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        e = f'cannot write the output ({e.strerror or e})'
+        e = 'the output was closed (a pipe such as | head ended)' if isinstance(e, BrokenPipeError) else \
+            f'cannot write the output ({e.strerror or e})'
     raise Stopped(f"error: {str(e) or 'interrupted'}; nothing was saved")
 
 
@@ -1561,22 +1519,18 @@ def end_now(line):
 
 def writable(folder, flag='--out', size=1 << 20):
     """Make `folder` and prove now that it takes `size` real bytes (flushed: an empty file passes on a full
-    disk); else one line of error naming it."""
-    test, made = os.path.join(folder, '.write-test'), not os.path.exists(folder)
+    disk); else one line of error naming it, and a folder it made is not left behind."""
+    made = not os.path.exists(folder)
     try:
         os.makedirs(folder, exist_ok=True)
-        with open(test, 'wb') as f:
+        with tempfile.TemporaryFile(dir=folder) as f:    # (gone when closed, however this ends)
             f.write(bytes(size))
             f.flush()
             os.fsync(f.fileno())
     except OSError as e:
-        for undo in ([test] + [folder] * made):   # a refused folder is not left behind, empty
-            with contextlib.suppress(OSError):
-                (os.rmdir if undo == folder else os.remove)(undo)
+        if made and os.path.isdir(folder):
+            os.rmdir(folder)
         sys.exit(f"error: {flag} {folder}: cannot write there ({e.strerror or e})")
-    finally:
-        if os.path.isfile(test):
-            os.remove(test)
 
 
 @contextlib.contextmanager
@@ -1610,6 +1564,15 @@ def generate(model, vocab, prompt_ids, trace=None):
     return idx[0, len(prompt_ids):].tolist()
 
 
+def in_own_names(vocab, p):
+    """A user's problem in names this model has: each name new to it (a student's 'rain') written as a
+    distinct unseen name (the paper's unseen symbols). Returns (problem, {new name: unseen name}, {unseen
+    name: the user's as typed})."""
+    mine = vocab.new_names(p)
+    typed = {b: a for a, b in (p.how or {}).get('normalised', {}).items()}     # as typed: ำ, not ํา
+    return p.rename(mine), mine, {u: typed.get(a, a) for a, u in mine.items()}
+
+
 def ask(model, vocab, cfg, text):
     """Print the model's chain and answer for a problem in the text form, and for each token it writes
     the top three candidates with their logits and, with copy attention, the context position it copies
@@ -1620,28 +1583,22 @@ def ask(model, vocab, cfg, text):
                          f"{cfg.block_size()}")
     if logic_data.normalised(text):                        # look-alikes on screen are one name: said first
         print(logic_data.read_as(text))
-    p = logic_data.parse(text)
-    alike = logic_data.lookalike_note(p)                   # (in the names as typed)
-    mine = vocab.new_names(p)                              # a student's own names: written as unseen ones
+    typed = logic_data.parse(text)
+    p, mine, back = in_own_names(vocab, typed)
     if mine:
         print("names new to this model, written as unseen ones: " +
               ', '.join(f'{a} -> {u}' for a, u in mine.items()))
-        p = p.rename(mine)
     ids, n_prompt = vocab.encode(p)
     if len(ids) > cfg.block_size():
         raise ValueError(f"problem too long: {len(ids)} tokens, this model reads at most {cfg.block_size()}")
-    note = logic_data.beyond_training(cfg.gen_config(cfg.steps - 1), p)
-    if note:
-        print(f"note: {note}; the model never trained on a problem like it")
-    for note in (logic_data.depth_note(cfg.gen_config(cfg.steps - 1), p), alike):
+    beyond, deeper, alike = notes(cfg, typed)
+    for note in (beyond and f"{beyond}; the model never trained on a problem like it", deeper, alike):
         if note:
             print(f"note: {note}")
     trace = []
     out = generate(model, vocab, ids[:n_prompt], trace)
     ok = show(vocab, p, vocab.decode(out))
     if mine:
-        typed = {b: a for a, b in (p.how or {}).get('normalised', {}).items()}     # as typed: ำ, not ํา
-        back = {u: typed.get(a, a) for a, u in mine.items()}
         print("in your names: " + ' '.join(back.get(t, t) for t in vocab.decode(out).split()))
     context = ids[:n_prompt] + out
     print("\nstep by step (logits of the top three candidates; the solver's token: its rank and logit, given "
@@ -1651,8 +1608,8 @@ def ask(model, vocab, cfg, text):
     for k, (logits, att) in enumerate(trace):
         top = logits.float().topk(3)
         names = [marked(vocab, vocab.itos[i]) for i in top.indices.tolist()]
-        cells = [f"{n:>8} {v:6.2f}" for n, v in zip(names, top.values.tolist())]
-        line = f"  {names[0]:<8} " + ' | '.join(cells)
+        cells = ' | '.join(f"{n:>8} {v:6.2f}" for n, v in zip(names, top.values.tolist()))
+        line = f"  {names[0]:<8} {cells}"
         if att is not None:
             j = att.argmax().item()
             line += f"   <- copy from position {j} '{marked(vocab, vocab.itos[context[j]])}' ({att[j]:.2f})"
@@ -1665,10 +1622,16 @@ def ask(model, vocab, cfg, text):
     return ok
 
 
+def notes(cfg, p):
+    """What --ask and --problems say of a problem beside the model's answer (each a note or None): where it
+    lies beyond what training drew, a derivation deeper than training's, names that look alike."""
+    gen = cfg.gen_config(cfg.steps - 1)
+    return logic_data.beyond_training(gen, p), logic_data.depth_note(gen, p), logic_data.lookalike_note(p)
+
+
 def load_checkpoint(path, device='cpu'):
-    """(model, vocab, cfg) of a checkpoint. Its config's fields are of their types and pass the command line's
-    checks, its weights have the shapes that config makes and are finite; anything else is a ValueError
-    naming the file and the field or tensor."""
+    """(model, vocab, cfg) of a checkpoint: its config passes the command line's checks, its weights are the
+    ones that config makes (strict), finite, trained, and match the digest; else a ValueError in one line."""
     try:
         ck = torch.load(path, map_location=device)
     except Exception as e:   # not a file torch can read
@@ -1682,9 +1645,8 @@ def load_checkpoint(path, device='cpu'):
         raise ValueError(f"{path}: its model reads the chain as {how or 'unseen.py writes it'}; load it with "
                          + (f"{how} python lab/chain_probes.py" if how else "python unseen.py")
                          + f" --ckpt {path}")
-    stored = current_config(ck['config'])
-    unknown = sorted(set(stored) - {f.name for f in fields(Config)})
-    cfg = None if unknown else Config(**{**stored, 'device': device})
+    unknown = sorted(set(ck['config']) - {f.name for f in fields(Config)})
+    cfg = None if unknown else Config(**{**ck['config'], 'device': device})
     error = f"{unknown[0]}: a field this unseen.py does not know" if unknown else config_error(cfg)
     if error:
         raise ValueError(f"{path}: its stored configuration is not one this unseen.py trains ({error})")
@@ -1695,20 +1657,14 @@ def load_checkpoint(path, device='cpu'):
         why = str(e).split('\n\t')[1].strip().rstrip('.') if '\n\t' in str(e) else str(e)
         raise ValueError(f"{path}: its weights do not fit its stored configuration ({why[:200]}): "
                          "edited?") from None
-    damaged = digest(model.state_dict(), ck['config']) != ck['digest']
-    try:
-        model(torch.zeros(1, 2, dtype=torch.long, device=device))
-    except Exception as e:   # a configuration edited into one the weights fit but the model cannot run
-        raise ValueError(f"{path}: its model does not run ({type(e).__name__}): edited?") from e
-    bad = next((k for k, v in model.state_dict().items() if v.is_floating_point() and not v.isfinite().all()),
-               None)
-    if bad:
-        raise ValueError(f"{path}: its weights {bad} hold nan or inf (a diverged or damaged run)")
-    flat = next((k for k, v in model.state_dict().items() if v.dim() == 2 and v.numel() > 1
+    weights = model.state_dict()
+    bad = next((k for k, v in weights.items() if v.is_floating_point() and not v.isfinite().all()), None)
+    flat = next((k for k, v in weights.items() if v.dim() == 2 and v.numel() > 1
                  and bool((v == v.flatten()[0]).all())), None)    # no training leaves a matrix all one value
-    if flat:
-        raise ValueError(f"{path}: its weights {flat} are all one value: not a trained model (edited?)")
-    if damaged:
+    if bad or flat:
+        raise ValueError(f"{path}: its weights {bad} hold nan or inf (a diverged or damaged run)" if bad else
+                         f"{path}: its weights {flat} are all one value: not a trained model (edited?)")
+    if digest(weights, ck['config']) != ck['digest']:
         raise ValueError(f"{path}: its weights or config do not match the digest saved with them (a damaged "
                          "or edited file)")
     model.eval()
@@ -1719,55 +1675,44 @@ def solve_problems(model, vocab, cfg, numbered, path, n_show=20):
     """--problems: exact match of a model on a user's own problems ([(line number, problem)], as
     logic_data.read_problems reads them), then every mistake (the first n_show, and how many more) with its
     line number, in the user's own names: the problem, the model's chain and the solver's."""
-    alike = [(line, note) for line, p in numbered for note in [logic_data.lookalike_note(p)] if note]
-    renamed = []
-    for i, (line, p) in enumerate(numbered):
+    said, problems, back = collections.defaultdict(list), [], {}
+    for line, typed in numbered:
         try:
-            mine = vocab.new_names(p)                      # a student's own names: written as unseen ones
-            if mine:
-                numbered[i] = (line, p.rename(mine))
-                renamed.append((line, mine))
-            ids, _ = vocab.encode(numbered[i][1])
+            p, mine, back[line] = in_own_names(vocab, typed)
+            ids, _ = vocab.encode(p)
         except ValueError as e:
             raise ValueError(f'{path}, line {line}: {e}')
         if len(ids) > cfg.block_size():
             raise ValueError(f'{path}, line {line}: too long: {len(ids)} tokens, this model reads at '
                              f'most {cfg.block_size()}')
-    problems = [p for _, p in numbered]
-    typed = [(line, p.how['normalised']) for line, p in numbered if p.how and 'normalised' in p.how]
-    if typed:
-        line, words = typed[0]
-        print(f"note: {len(typed)} of {len(problems)} problems read as Unicode normalises them (NFKC: "
-              f"look-alikes are one name; line {line}: {', '.join(f'{a} -> {b}' for a, b in words.items())})")
-    if renamed:
-        line, mine = renamed[0]
-        print(f"note: {len(renamed)} of {len(problems)} problems use names new to this model, written as "
-              f"unseen ones (line {line}: {', '.join(f'{a} -> {u}' for a, u in mine.items())})")
-    gen = cfg.gen_config(cfg.steps - 1)
-    for note_of, what in ((logic_data.beyond_training, 'lie beyond what the model trained on'),
-                          (logic_data.depth_note, "are deeper than training's planted paths"),
-                          (None, 'hold two names that look alike but are two names to the model')):
-        found = alike if note_of is None else [(line, note) for line, p in numbered
-                                               for note in [note_of(gen, p)] if note]
-        if found:
-            print(f"note: {len(found)} of {len(problems)} problems {what} (line {found[0][0]}: "
-                  f"{found[0][1]})")
+        problems.append(p)
+        words = typed.how and typed.how.get('normalised')
+        for what, note in [('read', words and ', '.join(f'{a} -> {b}' for a, b in words.items())),
+                           ('new', mine and ', '.join(f'{a} -> {u}' for a, u in mine.items())),
+                           *zip(('beyond', 'deeper', 'alike'), notes(cfg, typed))]:
+            if note:
+                said[what].append((line, note))
+    for what, text in (('read', 'read as Unicode normalises them (NFKC: look-alikes are one name; '),
+                       ('new', 'use names new to this model, written as unseen ones ('),
+                       ('beyond', 'lie beyond what the model trained on ('),
+                       ('deeper', "are deeper than training's planted paths ("),
+                       ('alike', 'hold two names that look alike but are two names to the model (')):
+        if said[what]:
+            line, note = said[what][0]
+            print(f"note: {len(said[what])} of {len(problems)} problems {text}line {line}: {note})")
     ok = torch.cat([exact_match(model, *make_batch(problems[i:i + 256], vocab, cfg.device))
                     for i in range(0, len(problems), 256)]).tolist()
     split = lambda answer: [r for r, p in zip(ok, problems) if p.answer == answer]
     t, f = split(True), split(False)
     print(f"{path}: {sum(ok)} of {len(ok)} problems solved ({sum(ok) / len(ok):.1%}; "
           f"provable {sum(t)} of {len(t)}, unprovable {sum(f)} of {len(f)})")
-    wrong = [(line, p) for (line, p), r in zip(numbered, ok) if not r]
-    spelled = {line: {b: a for a, b in p.how.get('normalised', {}).items()} for line, p in numbered if p.how}
-    theirs = {line: {u: spelled.get(line, {}).get(a, a) for a, u in mine.items()}   # back to the user's
-              for line, mine in renamed}                                             # names, as typed
+    wrong = [(line, p) for (line, _), p, r in zip(numbered, problems, ok) if not r]
     for line, p in wrong[:n_show]:
         ids, n_prompt = vocab.encode(p)
-        back = lambda tokens: ' '.join(theirs.get(line, {}).get(t, t) for t in tokens)
-        print(f"\nline {line}: {back(logic_data.problem_tokens(p)[0][:-1])}\n  model:  "
-              f"{back(vocab.decode(generate(model, vocab, ids[:n_prompt])).split())}\n  solver: "
-              f"{back(logic_data.problem_tokens(p)[1])}")
+        theirs = lambda tokens: ' '.join(back[line].get(t, t) for t in tokens)
+        print(f"\nline {line}: {theirs(logic_data.problem_tokens(p)[0][:-1])}\n  model:  "
+              f"{theirs(vocab.decode(generate(model, vocab, ids[:n_prompt])).split())}\n  solver: "
+              f"{theirs(logic_data.problem_tokens(p)[1])}")
     if len(wrong) > n_show:
         lines = ', '.join(str(line) for line, _ in wrong[n_show:])
         print(f"\n... and {len(wrong) - n_show} more mistakes (lines {lines})")
@@ -2022,10 +1967,9 @@ if __name__ == '__main__':
         main()
     except Stopped as e:      # a signal: its one line, and gone now, not after a compile in flight ends
         end_now(e.code)
-    except BrokenPipeError:   # `| head`: the reader has gone; stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except KeyboardInterrupt:  # outside training (it says what it kept): --ckpt, start-up
         sys.exit('error: interrupted')
-    except OSError as e:       # the output on a full disk (> /dev/full), after training's own checks
+    except OSError as e:       # `| head` (the reader has gone: quietly), a full disk (> /dev/full): one line
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(f'error: cannot write the output ({e.strerror or e})')
+        if not isinstance(e, BrokenPipeError):
+            sys.exit(f'error: cannot write the output ({e.strerror or e})')

@@ -31,7 +31,7 @@ import torch                                                   # noqa: E402
 import torch.nn.functional as F                                # noqa: E402
 
 import logic_data                                              # noqa: E402
-from unseen import (Config, batches, cos_str, current_config, eval_sets, evaluate, evaluate_shapes,  # noqa: E402
+from unseen import (Config, batches, cos_str, eval_sets, evaluate, evaluate_shapes,  # noqa: E402
                     hardware, held_out_mean, lock, make_optimizer, pyplot, rows_stats, run_name, savefig,
                     set_lr, shape_sets, train, train_step, watch_silence, whole, acc_str)
 
@@ -140,7 +140,7 @@ def read_cell(path, cfg, label=None):
             raise ValueError('not a cell of this grid')
     except (OSError, ValueError, RecursionError) as e:
         raise ValueError(f"{path}: unreadable ({e}); remove it and run the cell again") from None
-    theirs, ours = current_config(r['config']), json.loads(json.dumps(asdict(cfg)))
+    theirs, ours = r['config'], json.loads(json.dumps(asdict(cfg)))
     differ = sorted(k for k in {*theirs, *ours} if theirs.get(k) != ours.get(k) or type(theirs.get(k)) is not
                     type(ours.get(k)))      # (1 and 1.0, 1 and true: edited)
     if differ:
