@@ -361,12 +361,10 @@ def parse(text):
 
 
 def read_problems(path, max_tokens=None, max_problems=100_000):
-    """Problems from a file, one per line: the text form (a solution after ':' is checked against the
-    solver; the '(unseen: ...)' note `logic_data.py` prints is allowed) or a JSON object with a 'text'
-    field, as `logic_data.py --jsonl` writes; blank lines and lines starting with '#' are skipped, a
-    byte-order mark too. Returns [(line number, problem)]. Sizes are checked as the file is read, before
-    any parsing: at most `max_problems` problems, none of more than `max_tokens` tokens. ValueError
-    naming the file and each bad line (the first five, and how many; reading stops at the 100th)."""
+    """[(line number, problem)] from a file, one a line: the text form (with its solution, checked, and the
+    '(unseen: ...)' note this program prints) or a JSON line with a 'text' field (--jsonl); blank lines, '#'
+    lines and a byte-order mark skipped; sizes checked as it is read. ValueError naming the file and each bad
+    line (the first five, and how many; reading stops at the 100th)."""
     longest = 40 * (max_tokens or 1000)          # characters: far more than a problem of that many tokens
     problems, bad = [], []
     try:
@@ -410,10 +408,8 @@ def read_problems(path, max_tokens=None, max_problems=100_000):
 
 
 def fewest_tokens(text):
-    """The fewest tokens a problem in this text makes, counted before parsing it: the problem's own, ':',
-    then the solution written after ':' (or, if none is written, at least an answer), and <eos>: exact for a
-    line with its solution, a lower bound without (a chain adds more). Cheap, so a huge text is refused
-    before the solver runs on it."""
+    """The fewest tokens a problem in this text makes (its own, ':', the solution written or at least an
+    answer, <eos>), counted before parsing it: a huge text is refused before the solver runs on it."""
     problem, _, solution = UNSEEN_NOTE.sub('', text).partition(':')
     spaced = problem.replace('.', ' . ').replace('->', ' -> ')          # as parse reads them
     return len(spaced.split()) + 1 + max(1, len(solution.split())) + 1
@@ -447,10 +443,8 @@ def read_as(text):
 # the generator: many shapes (the default), or the one layout of earlier versions ('template')
 
 SHAPE_LIMITS = dict(facts=(1, 6), side=(0, 2), dead=(0, 3))   # per problem, inclusive
-# Training may draw more dead rules than the tests (max_dead: the demo's 3, at most 7: as many rules as the
-# tests 4 steps beyond have), for models fail on more rules than training ever had. Facts were 1-4 until the
-# models turned out to take the first four slots of a prompt for the facts: checkpoints from then read as
-# max_facts=4 (and max_dead=3), and --max-facts 4 trains one again.
+# Training may draw more dead rules than the tests (max_dead, at most 7: as many rules as the tests 4 steps
+# beyond have): models fail on more rules than training ever had. (Facts were 1-4 once: --max-facts 4.)
 # shape families (facts, side rules, dead rules) never drawn for training: the test of shapes never seen.
 # (1, 0, 0) is the smallest problem, 'u1 . u1 -> u2 . ? u2'; the other two are a middle and a wide one.
 HELD_OUT = ((1, 0, 0), (2, 1, 2), (4, 2, 0))
@@ -662,12 +656,10 @@ def generate(rng, cfg, names, depth=None, provable=None):
 
 
 def balanced(rng, cfg, names, provable=None):
-    """A problem of a mix in which every chain length 0..top is about as common (top: one more than the
-    deepest path, more with extra side rules, taking every longer chain too), true and false alike: problems
-    are drawn as usual and each is kept with a probability by its length (keep_rates). Why: drawn by depth
-    and shape, chains of 4, 5 and 6 atoms are 14, 6 and 2% of the demo's problems, and a model is about as
-    sure of a step as it is used to reaching it; balanced, each length 0..4
-    is a sixth (with training's 6 side rules, the demo's default, each of 0..7 a ninth)."""
+    """A problem of a mix in which every chain length is about as common, true and false alike: drawn as usual,
+    each kept with a probability by its length (keep_rates). Drawn by depth and shape, chains of 4, 5 and 6
+    atoms are 14, 6 and 2% of the problems, and a model is about as sure of a step as it is used to reaching
+    it; balanced, with training's 6 side rules, each length 0..7 is a ninth."""
     plain = replace(cfg, balance=False, idle=0.0)
     provable = rng.random() < 0.5 if provable is None else provable
     keep = keep_rates(plain, provable)
@@ -678,12 +670,10 @@ def balanced(rng, cfg, names, provable=None):
 
 
 def idle(rng, cfg, names, provable=None):
-    """A problem in which no rule fires: the algorithm's first check alone, 'is the query known?'. A problem
-    of the generator's is drawn, and kept are its facts and, a third of the time none, else some of its rules
-    that cannot fire from the facts alone (a premise no fact gives, or a head already a fact). The query: one
-    of the facts (T, an empty chain: 'a . ? a'), or an atom of those rules or a name in none that nothing
-    reaches (F). Without it a problem always has a planted path that fires, and a model trained on those
-    answers F to a student's first problem, a fact asked."""
+    """A problem in which no rule fires (forward chaining's first check alone: is the query known?): a drawn
+    problem's facts and (two times in three) some of its rules that cannot fire from them; the query a fact
+    (T, an empty chain: 'a . ? a') or a name nothing reaches (F). Without these a model trained on planted
+    paths answers F to a student's first problem, a fact asked."""
     provable = rng.random() < 0.5 if provable is None else provable
     p = generate(rng, replace(cfg, idle=0.0, balance=False), names)
     dead = [(ps, h) for ps, h in p.rules if h in p.facts or not set(ps) <= set(p.facts)]
@@ -807,12 +797,10 @@ def longer_name(d, max_depth):
 
 
 def shape_sets(rng, cfg, vocab, n, max_tokens):
-    """Test sets of n problems each whose shape a generator of `cfg` (the test problems') never draws, in
-    training names ('none') and the same problems in unseen names ('all'): the held-out shape families, the
-    other layout, arbitrary Horn problems (random facts and rules, no planted path) and (layout 'shapes')
-    chains 1, 2 and 4 steps longer than any in training (BEYOND); only problems of at most `max_tokens` tokens
-    (what the model reads). A model that learned forward chaining solves them; one that learned a layout
-    does not."""
+    """Test sets of n problems each whose shape a generator of `cfg` never draws, in training names ('none')
+    and in unseen names ('all'): the held-out shape families, the other layout, arbitrary Horn problems and
+    (layout 'shapes') chains BEYOND training's longest; at most `max_tokens` tokens each. A model that learned
+    forward chaining solves them; one that learned a layout does not."""
     draw = {}
     if cfg.layout == 'shapes':
         for f in HELD_OUT:
