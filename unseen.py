@@ -1721,7 +1721,8 @@ def solve_problems(model, vocab, cfg, numbered, path, n_show=20):
 
 def evaluate_checkpoint(args):
     """--ckpt PATH: a trained model on its own test sets in seconds (the three scenarios, the shapes it never
-    trained on, the mistakes and the rows picture), --ask: one problem through it, --problems: a file."""
+    trained on, the verdict, the mistakes and the rows picture), --ask: one problem through it, --problems: a
+    file."""
     try:
         model, vocab, cfg = load_checkpoint(args.ckpt, pick_device(args.device))
         if args.ask is not None:
@@ -1736,26 +1737,21 @@ def evaluate_checkpoint(args):
     out = args.out or 'runs'          # never next to the checkpoint: that may be the README's assets/
     rows = os.path.join(out, os.path.splitext(os.path.basename(args.ckpt))[0] + '_rows.png')
     if os.path.isdir(rows):
-        sys.exit(f"error: --out {out}: {os.path.basename(rows)} there is a folder; "
-                 "the rows picture goes there")
+        sys.exit(f"error: --out {out}: {os.path.basename(rows)} there is a folder; the rows picture goes "
+                 "there")
     with written_or_gone(out):
-        evaluate_to(model, vocab, cfg, args, rows)
-
-
-def evaluate_to(model, vocab, cfg, args, rows):
-    """--ckpt's report: the test sets, the shapes, the verdict, the mistakes, the rows picture in `rows`."""
-    predictions, t0 = {}, time.time()
-    acc = evaluate(model, vocab, eval_sets(cfg, vocab), cfg.device, predictions)
-    print(f"{args.ckpt}: {run_name(cfg)}, exact match on its {cfg.eval_n} test problems per scenario:")
-    for s in logic_data.SCENARIOS:
-        print(f"  {s:<6}{acc_str(acc, s)}")
-    print('  on the problems whose chain writes a name (not a query that is a fact): ' +
-          ' / '.join(f"{s} {acc[s + '_named']:.1%}" for s in logic_data.SCENARIOS))
-    shapes = evaluate_shapes(model, vocab, shape_sets(cfg, vocab), cfg.device)
-    print(verdict(cfg, [{**acc, **rows_stats(model, vocab)}], args.unseen, shapes, predictions))
-    mistakes(model, vocab, args.unseen, predictions)
-    plot_rows(model, cfg, vocab, rows)
-    print(f"\nwrote {rows} (evaluated in {duration(time.time() - t0)})")
+        predictions, t0 = {}, time.time()
+        acc = evaluate(model, vocab, eval_sets(cfg, vocab), cfg.device, predictions)
+        print(f"{args.ckpt}: {run_name(cfg)}, exact match on its {cfg.eval_n} test problems per scenario:")
+        for s in logic_data.SCENARIOS:
+            print(f"  {s:<6}{acc_str(acc, s)}")
+        print('  on the problems whose chain writes a name (not a query that is a fact): ' +
+              ' / '.join(f"{s} {acc[s + '_named']:.1%}" for s in logic_data.SCENARIOS))
+        shapes = evaluate_shapes(model, vocab, shape_sets(cfg, vocab), cfg.device)
+        print(verdict(cfg, [{**acc, **rows_stats(model, vocab)}], args.unseen, shapes, predictions))
+        mistakes(model, vocab, args.unseen, predictions)
+        plot_rows(model, cfg, vocab, rows)
+        print(f"\nwrote {rows} (evaluated in {duration(time.time() - t0)})")
 
 # -----------------------------------------------------------------------------
 # the command line: its flags, and the checks every configuration passes (a stored one too)
