@@ -466,7 +466,7 @@ def finetune(args):
                  for how in dict.fromkeys(args.control)]
     print(f"fine-tuning {ckpt} on problems of depth 1-{args.max_depth} ({args.layout} layout), batch "
           f"{args.ft_batch}, AdamW lr {args.ft_lr}, until 90% exact match on {args.ft_test} problems or "
-          f"step {args.ft_steps}; {torch.get_num_threads()} threads, float32")
+          f"step {args.ft_steps}; {torch.get_num_threads()} thread{'s' * (torch.get_num_threads() > 1)}, float32")
     for k, v, control, _ in arms:
         if control:
             continue
@@ -484,9 +484,10 @@ def finetune(args):
         curves[k] = finetune_arm(ckpt, config, tokenizer, names, control, args, print, clock, how)
         before += curves[k][-1][0]
     print(f"\nsteps to 50% and 90% (batch {args.ft_batch}), trained in {(time.time() - start) / 60:.1f} min:")
+    width = max(map(len, curves))                   # (the longest name: a column of its own)
     for k, curve in curves.items():
         s = [steps_to(curve, lv) for lv in (0.5, 0.9)]
-        print(f"  {k:30s} " + '   '.join(f"{lv}: {x if x is not None else f'not by step {curve[-1][0]}'}"
+        print(f"  {k:{width}s} " + '   '.join(f"{lv}: {x if x is not None else f'not by step {curve[-1][0]}'}"
                                           for lv, x in zip(('50%', '90%'), s))
               + f"   (last {100 * curve[-1][1]:.1f}%)")
     print(f"  {PAPER_GEMMA}")
