@@ -656,10 +656,10 @@ def generate(rng, cfg, names, depth=None, provable=None):
 
 
 def balanced(rng, cfg, names, provable=None):
-    """A problem of a mix in which every chain length is about as common, true and false alike: drawn as usual,
-    each kept with a probability by its length (keep_rates). Drawn by depth and shape, chains of 4, 5 and 6
-    atoms are 14, 6 and 2% of the problems, and a model is about as sure of a step as it is used to reaching
-    it; balanced, with training's 6 side rules, each length 0..7 is a ninth."""
+    """A problem of a mix in which every chain length is about as common, true and false alike: drawn as
+    usual, each kept with a probability by its length (keep_rates). Drawn by depth and shape, chains of 4, 5
+    and 6 atoms are 14, 6 and 2% of the problems, and a model is about as sure of a step as it is used to
+    reaching it; balanced, with training's 6 side rules, each length 0..7 is a ninth."""
     plain = replace(cfg, balance=False, idle=0.0)
     provable = rng.random() < 0.5 if provable is None else provable
     keep = keep_rates(plain, provable)

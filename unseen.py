@@ -1764,18 +1764,23 @@ def pick_device(name):
     return 'cuda' if torch.cuda.is_available() else 'cpu'
 
 
+def bf16_native(device):
+    """Does the hardware compute bfloat16 products natively: a GPU that has them, a CPU with AVX512-BF16 or
+    AMX (elsewhere they are emulated, slowly)?"""
+    if device.startswith('cuda'):
+        return torch.cuda.is_bf16_supported()
+    return device == 'cpu' and any(getattr(torch.cpu, f, lambda: False)()
+                                   for f in ('_is_avx512_bf16_supported', '_is_amx_tile_supported'))
+
+
 def pick_precision(name, device):
-    """auto: bfloat16 where the hardware computes it natively (a GPU that has it, a CPU with AVX512-BF16 or
-    AMX), else float32: lab/bench.py on our Intel Xeon, compiled: 270 ms a step in bfloat16, 289 in fp32."""
+    """auto: bfloat16 on a GPU that computes it natively, else float32; on a CPU even where bfloat16 is
+    native: there its products go through oneDNN, which keeps a kernel for each shape of product (problems of
+    every length make hundreds): the demo as typed held 7.9 GB in bfloat16, 1.3 in float32, and took 24 min
+    53 s against 23 min 12 s (Intel Xeon with AMX; docs/experiments.md)."""
     if name != 'auto':
         return name
-    if device.startswith('cuda'):
-        return 'bf16' if torch.cuda.is_bf16_supported() else 'fp32'
-    if device == 'cpu':
-        fast = [getattr(torch.cpu, f, lambda: False)()
-                for f in ('_is_avx512_bf16_supported', '_is_amx_tile_supported')]
-        return 'bf16' if any(fast) else 'fp32'
-    return 'fp32'
+    return 'bf16' if device.startswith('cuda') and bf16_native(device) else 'fp32'
 
 
 def hardware(args):
@@ -1816,7 +1821,8 @@ def parse_args(argv=None):
             p.add_argument(flag, type=None if f.type is str else f.type, default=f.default, help=text, **meta)
     p.add_argument('--device', default='auto', help='auto, cpu, cuda or mps')
     p.add_argument('--precision', choices=('auto', 'fp32', 'bf16'), default='auto', help='bf16: matrix '
-                   'products in bfloat16 (autocast); auto: bf16 where the hardware computes it natively')
+                   'products in bfloat16 (autocast); auto: bf16 on a GPU that computes it natively, fp32 on '
+                   'a CPU (bf16 there holds several times the memory)')
     p.add_argument('--compile', choices=('auto', 'on', 'off'), default='auto', help='the attention and the '
                    'MLP through torch.compile (the same functions, half the memory; a 20-30 s compile '
                    'first); auto: in runs of 1000 steps or more')

@@ -17,7 +17,7 @@ from dataclasses import replace
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # unseen.py's folder
 import logic_data                                              # noqa: E402
 from unseen import (batches, compile_blocks, config_from_args, keep_freed_memory, make_model,  # noqa: E402
-                    make_optimizer, matmul_rate, parse_args, pick_precision, run_name, set_lr, step_flops,
+                    make_optimizer, matmul_rate, parse_args, bf16_native, run_name, set_lr, step_flops,
                     train_step, watch_silence)
 import torch                                                   # noqa: E402
 
@@ -66,7 +66,7 @@ def bench(cfg, steps=40, rounds=2, log=print):
     n, b = os.cpu_count() or 1, cfg.batch_size
     variants = [('float32, as written', dict(precision='fp32', compile=False), {}),
                 ('float32, attention and MLP compiled', dict(precision='fp32', compile=True), {})]
-    if 'bf16' in (cfg.precision, pick_precision('auto', cfg.device)):   # (emulated elsewhere: slow)
+    if cfg.precision == 'bf16' or bf16_native(cfg.device):   # (emulated elsewhere: slow)
         variants += [('bfloat16 autocast, as written', dict(precision='bf16', compile=False), {}),
                      ('bfloat16 autocast, attention and MLP compiled', dict(precision='bf16', compile=True),
                       {})]

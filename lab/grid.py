@@ -438,7 +438,7 @@ def parse_args(argv=None):
     p.add_argument('--layout', choices=logic_data.LAYOUTS, default='shapes', help="the problems' layout")
     p.add_argument('--device', default='cpu', help='cpu or cuda (one thread a cell on a CPU)')
     p.add_argument('--precision', choices=('auto', 'fp32', 'bf16'), default='auto',
-                   help="bf16 where the hardware computes it natively (auto), as unseen.py's --precision")
+                   help="as unseen.py's --precision (auto: bf16 on a GPU that computes it natively, else fp32)")
     p.add_argument('--out', metavar='DIR', help='the grid folder (default: runs/grid or runs/grid-quick)')
     what = p.add_mutually_exclusive_group()
     what.add_argument('--cells', action='store_true', help="print the missing cells' commands, one a line "
