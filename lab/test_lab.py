@@ -32,7 +32,7 @@ TINY_GRID = dict(n_symbols=40, max_depth=2, steps=4, eval_every=4, eval_n=10, n_
 
 @pytest.fixture(autouse=True)
 def float32_machine(monkeypatch):
-    """--precision auto as on a CPU without AVX512-BF16, whatever this one has (the suite says the same on both)."""
+    """A CPU without native bfloat16 (bf16_native: the bench's rows), whatever this one has (the same on both)."""
     monkeypatch.setattr(torch.cpu, '_is_avx512_bf16_supported', lambda: False, raising=False)
     monkeypatch.setattr(torch.cpu, '_is_amx_tile_supported', lambda: False, raising=False)
 
