@@ -965,8 +965,8 @@ def matmul_rate(cfg, seconds=0.3):
         a = torch.ones(128 * 70, cfg.n_embd, dtype=dtype, device=cfg.device)   # (no draw from the run's RNG)
         b = torch.ones(cfg.n_embd, 4 * cfg.n_embd, dtype=dtype, device=cfg.device) / cfg.n_embd
         timer = benchmark.Timer('a @ b', globals=dict(a=a, b=b), num_threads=torch.get_num_threads())
-        seconds = timer.blocked_autorange(min_run_time=seconds).median
-        RATES[key] = 2 * a.size(0) * a.size(1) * b.size(1) / seconds
+        product = timer.blocked_autorange(min_run_time=seconds).median      # seconds a product takes
+        RATES[key] = 2 * a.size(0) * a.size(1) * b.size(1) / product
     return RATES[key]
 
 
