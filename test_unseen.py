@@ -1690,7 +1690,7 @@ def test_matplotlibs_first_import_adds_no_warning_to_the_output(tmp_path):
 
 def test_the_papers_path_is_the_argument_and_speed_stands_after_main():
     """unseen.py from the top to the end of main() is the paper's argument at nanoGPT's scale (at most 760
-    lines), the recipe on it (Muon before train); what serves speed and bookkeeping (the matmul rate, FLOPs,
+    lines), the recipe on it (Muon before train, nothing the optimiser uses after main); what serves speed and bookkeeping (the matmul rate, FLOPs,
     the clock, the heap, evaluation in chunks, retired switches) is defined after main(), reached from train
     through one Meter, and the compile train shows in plain sight."""
     import ast
@@ -1704,6 +1704,8 @@ def test_the_papers_path_is_the_argument_and_speed_stands_after_main():
     assert main.end_lineno <= 760
     assert defined['Muon'].lineno < defined['Optimizers'].lineno < defined['make_optimizer'].lineno \
         < defined['train'].lineno
+    recipe = {n.id for n in ast.walk(defined['make_optimizer']) if isinstance(n, ast.Name)} & set(defined)
+    assert all(defined[name].lineno < main.lineno for name in recipe)        # the whole recipe on the path
     speed = ('Meter', 'compile_blocks', 'matmul_rate', 'RATES', 'step_flops', 'stage_costs', 'time_left',
              'keep_freed_memory', 'release_freed_memory', 'eval_chunk', 'EVAL_SCORES')
     assert all(defined[name].lineno > main.lineno for name in speed)

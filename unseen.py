@@ -178,8 +178,8 @@ LAYOUT_DEFAULTS = {
 
 
 def causal_softmax(att):
-    """Softmax over the keys at or before each query, in float32. The mask is added (-inf after the query),
-    one pass that the backward pass skips: masked_fill is a copy and a fill, and its gradient another."""
+    """Softmax over the keys at or before each query, in float32; the mask added (-inf after the query): one
+    pass the backward skips (masked_fill is a copy and a fill, and its gradient another)."""
     T = att.size(-1)
     mask = torch.full((T, T), float('-inf'), device=att.device).triu(1)               # (T, T)
     return F.softmax(att + mask, dim=-1)                          # (bfloat16 scores: float32 sums)
@@ -247,10 +247,6 @@ class CopyAttention(nn.Module):
         att = causal_softmax((q @ k.transpose(1, 2)) / math.sqrt(C))         # (B, T, T)
         self.last_att = att.detach()                                         # for --ask: where it copies from
         return att
-
-    def logits(self, att, idx, V):
-        """pointer form: copy logits (N, V) from attention rows att (N, T) over context tokens idx (N, T)."""
-        return torch.zeros(att.size(0), V, device=att.device).scatter_add_(1, idx, self.beta * att)
 
 
 class MLP(nn.Module):
@@ -326,9 +322,9 @@ class GPT(nn.Module):
             x = self.transformer.ln_f(x)
             mask = torch.ones(B, T, dtype=torch.bool, device=idx.device) if targets is None else targets != -1
             logits = self.lm_head(x[mask]).float()                                   # (N, V)
-            if pointer:   # write the attended context tokens' ids straight into the logits
-                context = idx.unsqueeze(1).expand(B, T, T)                           # (B, T, T): the ids seen
-                logits = logits + self.copy_attn.logits(att[mask], context[mask], logits.size(1))
+            if pointer:   # write the attended context tokens' ids straight into the logits: beta att @ onehot
+                context = idx.unsqueeze(1).expand(B, T, T)[mask]                     # (N, T): the ids seen
+                logits = logits + torch.zeros_like(logits).scatter_add_(1, context, self.copy_attn.beta * att[mask])
             if targets is None:
                 return logits.view(B, T, -1), None                                   # (B, T, V)
             return logits, F.cross_entropy(logits, targets[mask])
@@ -399,6 +395,23 @@ def hold_unused_rows(model, vocab):
             w[rows] = rows_at_init
     return hold
 
+
+def slow_name_rows(adamw, model, rows, share):
+    """--emb-lr: the names' rows move `share` times as far as AdamW moves them (AdamW at `share` times the
+    rate, weight decay included). Resets need it: at the full rate AdamW lines re-drawn rows up at once."""
+    rows, before = torch.tensor(rows, device=model.lm_head.weight.device), []
+
+    @torch.no_grad()
+    def remember(*_):
+        before[:] = [w[rows].clone() for w in model.embeddings()]
+
+    @torch.no_grad()
+    def shorten(*_):
+        for w, old in zip(model.embeddings(), before):
+            w[rows] = old + share * (w[rows] - old)
+    adamw.register_step_pre_hook(remember)
+    adamw.register_step_post_hook(shorten)
+
 # -----------------------------------------------------------------------------
 # optimisation: AdamW (and Muon on the blocks' matrices), warm-up, then a stable rate and a decay
 
@@ -444,10 +457,7 @@ class Optimizers:
     def __init__(self, *optimizers):
         self.optimizers = optimizers
         self.param_groups = [g for o in optimizers for g in o.param_groups]
-
-    @property
-    def state(self):
-        return {p: s for o in self.optimizers for p, s in o.state.items()}
+        self.state = collections.ChainMap(*[o.state for o in optimizers])    # each one's, as it fills
 
     def zero_grad(self, set_to_none=True):
         for o in self.optimizers:
@@ -546,10 +556,6 @@ def shape_sets(cfg, vocab):
                                  max(1, cfg.eval_n // 2), cfg.block_size())
 
 
-def held_out_sets(sets):
-    """The names of the shape sets that hold shapes training never drew (the held-out families)."""
-    return [name for name in sets if logic_data.is_held_out(name)]
-
 # -----------------------------------------------------------------------------
 # evaluation: exact match under greedy decoding, and the collapse metric
 
@@ -592,7 +598,7 @@ def evaluate(model, vocab, sets, device='cpu', predictions=None):
 def evaluate_shapes(model, vocab, sets, device='cpu'):
     """Exact match on each of `shape_sets` (and 'held-out shapes, mean' over the held-out families)."""
     acc = {name: evaluate(model, vocab, pair, device) for name, pair in sets.items()}
-    held = held_out_sets(sets)
+    held = [name for name in sets if logic_data.is_held_out(name)]     # the families training never drew
     mean = {s: sum(acc[h][s] for h in held) / len(held) for s in ('none', 'all')}
     return {**{h: acc[h] for h in held}, **({'held-out shapes, mean': mean} if len(held) > 1 else {}), **acc}
 
@@ -644,12 +650,6 @@ def average_weights(averaged, model, decay):
         avg.lerp_(p, 1 - decay)
 
 
-def before_reset(model, vocab, sets, cfg):
-    """What a resetting run's log line says of the rows just before a reset: 'all' and their cosine."""
-    return dict(all_before_reset=evaluate(model, vocab, {'all': sets['all']}, cfg.device)['all'],
-                cos_before_reset=rows_stats(model, vocab)['cos_unseen'])
-
-
 def train(cfg, log=print, predictions=None):
     """Train one model; returns (model, vocab, history: a dict per evaluation, each a log line)."""
     vocab, model = logic_data.Vocab(cfg.n_symbols), make_model(cfg)
@@ -664,7 +664,9 @@ def train(cfg, log=print, predictions=None):
     for step in range(cfg.steps + 1):
         evaluating, before = step % cfg.eval_every == 0 or step == cfg.steps, {}
         if forgets_at(cfg, step):   # the reset first: a resetting run evaluates and saves a model just reset
-            before = before_reset(averaged, vocab, sets, cfg) if evaluating else {}   # (and the rows before)
+            if evaluating:          # (its log line says what the rows were just before)
+                before = dict(all_before_reset=evaluate(averaged, vocab, {'all': sets['all']}, cfg.device)['all'],
+                              cos_before_reset=rows_stats(averaged, vocab)['cos_unseen'])
             forget_embeddings(model, optimizer, vocab.name_ids, averaged)
         if evaluating:
             t = meter.evaluation_starts()
@@ -843,7 +845,7 @@ def progress_line(h, steps):
 
 def held_out_mean(shapes):
     """What evaluate_shapes says of the held-out shapes: the mean over their families, or the one set."""
-    return shapes.get('held-out shapes, mean') or shapes[held_out_sets(shapes)[0]]
+    return shapes.get('held-out shapes, mean') or next(v for k, v in shapes.items() if logic_data.is_held_out(k))
 
 
 def compile_blocks(model, log=print):
@@ -1007,26 +1009,6 @@ def eval_chunk(cfg, T):
     return max(1, EVAL_SCORES // (cfg.n_head * T * T))
 
 PROBE = {}   # lab/chain_probes.py's changes to this file's functions (its variables): in its checkpoints
-
-# -----------------------------------------------------------------------------
-# a switch of the lab's grid (its reset rows): the names' rows at a share of AdamW's rate
-
-
-def slow_name_rows(adamw, model, rows, share):
-    """--emb-lr: the names' rows move `share` times as far as AdamW moves them (AdamW at `share` times the
-    rate, weight decay included). Resets need it: at the full rate AdamW lines re-drawn rows up at once."""
-    rows, before = torch.tensor(rows, device=model.lm_head.weight.device), []
-
-    @torch.no_grad()
-    def remember(*_):
-        before[:] = [w[rows].clone() for w in model.embeddings()]
-
-    @torch.no_grad()
-    def shorten(*_):
-        for w, old in zip(model.embeddings(), before):
-            w[rows] = old + share * (w[rows] - old)
-    adamw.register_step_pre_hook(remember)
-    adamw.register_step_post_hook(shorten)
 
 # -----------------------------------------------------------------------------
 # outputs: the plan, the report tables, the mistakes, the plots, the checkpoint, the output folder
