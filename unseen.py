@@ -1841,7 +1841,8 @@ def check_args(p, args):
          '--problems needs --ckpt PATH (a checkpoint written by a training run)'),
         (args.ckpt and on_ckpt, '--ckpt evaluates a trained model on its own test problems; it cannot '
          f"take {' '.join(on_ckpt)} (only --unseen, --device, --out, --ask or --problems)"),
-        (args.ckpt and not os.path.isfile(args.ckpt), f'--ckpt {args.ckpt}: no such file'),
+        (args.ckpt and not os.path.isfile(args.ckpt), f'--ckpt {args.ckpt}: ' + ('a folder; give the checkpoint '
+         'file in it (ckpt.pt)' if os.path.isdir(args.ckpt or '') else 'no such file')),
         ((args.ask or args.problems) and on_answer, f"--{'ask' if args.ask else 'problems'} prints what the "
          f"model writes and saves nothing; it cannot take {' '.join(on_answer)} (--ckpt alone: its tests)"),
         (args.device not in ('auto', 'cpu', 'cuda', 'mps') and not args.device.startswith('cuda:'),
@@ -1849,7 +1850,8 @@ def check_args(p, args):
         (args.device.startswith('cuda') and not torch.cuda.is_available(),
          f"--device {args.device}: no CUDA device on this machine (try --device auto)"),
         (args.device == 'mps' and not mps, "--device mps: no Apple GPU on this machine (try --device auto)"),
-        (args.out and os.path.isfile(args.out), f"--out {args.out} is a file; give a folder")]
+        (args.out and os.path.exists(args.out) and not os.path.isdir(args.out),
+         f"--out {args.out} is not a folder; give a folder")]
     for bad, message in problems:
         if bad and message:
             p.error(message)
