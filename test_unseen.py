@@ -2603,6 +2603,19 @@ def test_an_output_folder_that_takes_no_real_bytes_is_refused_before_the_work(tm
     assert not (tmp_path / 'out').exists()                          # the refused folder is not left behind
 
 
+@pytest.mark.parametrize('program', [['theory_demo.py'], ['grid', '--quick'], ['grid', '--cell', 'standard'],
+                                     ['between_resets']])
+def test_an_output_folder_that_is_a_file_or_a_device_is_refused_in_one_line(program):
+    """--out naming something that is not a folder (a file, /dev/null): one line that says so, before any
+    work (it was the system's 'File exists', or a grid's raw errno for out/cells)."""
+    script, *args = program
+    module = script if script.endswith('.py') else __import__(script)        # the lab's, from lab/
+    for out in ('README.md', '/dev/null'):
+        r = run(module, *args, '--out', out)
+        assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+            f'error: --out {out} is not a folder; give a folder'], r.stderr
+
+
 def test_a_checkpoint_whose_weights_cannot_be_trained_is_refused(trained, tmp_path):
     """Weights edited to all zeros (or any one value) load as a model, answer <pad> and score 0%: refused."""
     ck = torch.load(trained[3], weights_only=False)

@@ -1503,6 +1503,8 @@ def writable(folder, flag='--out', size=1 << 20):
     """Make `folder` and prove now that it takes `size` real bytes (flushed: an empty file passes on a full
     disk); else one line of error naming it, and a folder it made is not left behind."""
     made = not os.path.exists(folder)
+    if not made and not os.path.isdir(folder):
+        sys.exit(f"error: {flag} {folder} is not a folder; give a folder")
     try:
         os.makedirs(folder, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder) as f:    # (gone when closed, however this ends)

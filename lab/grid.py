@@ -33,7 +33,7 @@ import torch.nn.functional as F                                # noqa: E402
 import logic_data                                              # noqa: E402
 from unseen import (Config, batches, cos_str, eval_sets, evaluate, evaluate_shapes,  # noqa: E402
                     hardware, held_out_mean, lock, make_optimizer, pyplot, rows_stats, run_name, savefig,
-                    set_lr, shape_sets, train, train_step, watch_silence, whole, acc_str)
+                    set_lr, shape_sets, train, train_step, watch_silence, whole, writable, acc_str)
 
 # one setting for every row: the demo's task and training on derivations of depth 1-2, 4 layers of 4 heads,
 # chains as drawn, the demo's earlier problem sizes (no idle problems), 3000 steps, the last weights; --quick: six
@@ -541,12 +541,14 @@ def main(argv=None):
             if os.path.exists(path):
                 read_cell(path, cfg, label)
                 return print(f"{path}: already there (remove it to run the cell again)")
+            writable(out)         # a folder that takes the cell's file, or one line why not (before the work)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             result = run_cell(label, cfg, quick)
             with whole(path) as part, open(part, 'w') as f:
                 json.dump(result, f)
             return print(f"wrote {path} ({result['wall']:.0f} s)")
         if not args.table:
+            writable(out)
             os.makedirs(os.path.join(out, 'cells'), exist_ok=True)
             lock(out)             # one plain grid a folder (a second one on it: refused in one line)
             print(f"grid: {len(todo)} cells ({len(seeds)} seed(s) a row), {base.steps} steps each, "
