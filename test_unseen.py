@@ -2188,7 +2188,8 @@ def small_disk(tmp_path):
     if subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=8m', 'tmpfs', str(disk)], capture_output=True).returncode:
         pytest.skip('cannot mount a small file system here (not root, or no tmpfs)')
     yield disk
-    subprocess.run(['umount', str(disk)], capture_output=True)
+    # lazy: detached even while the in-process run still holds a file open there (its lock), none left mounted
+    subprocess.run(['umount', '--lazy', str(disk)], capture_output=True)
 
 
 def test_a_disk_that_fills_during_training_says_no_space_and_where_the_model_went(small_disk, tmp_path, monkeypatch):
