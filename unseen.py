@@ -178,8 +178,8 @@ LAYOUT_DEFAULTS = {
 
 
 def causal_softmax(att):
-    """Softmax over the keys at or before each query, in float32; the mask added (-inf after the query): one
-    pass the backward skips (masked_fill is a copy and a fill, and its gradient another)."""
+    """Softmax over the keys at or before each query, in float32. The mask is added (-inf after the query),
+    one pass that the backward pass skips: masked_fill is a copy and a fill, and its gradient another."""
     T = att.size(-1)
     mask = torch.full((T, T), float('-inf'), device=att.device).triu(1)               # (T, T)
     return F.softmax(att + mask, dim=-1)                          # (bfloat16 scores: float32 sums)
@@ -341,7 +341,7 @@ def make_model(cfg, weights=None):
     return model
 
 # -----------------------------------------------------------------------------
-# the paper's switches on the (un)embeddings: orthogonal init, freezing, forgetting
+# the paper's switches on the (un)embeddings: orthogonal init, freezing, forgetting (its rows' slower rate)
 
 
 @torch.no_grad()
