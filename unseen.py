@@ -324,7 +324,8 @@ class GPT(nn.Module):
             logits = self.lm_head(x[mask]).float()                                   # (N, V)
             if pointer:   # write the attended context tokens' ids straight into the logits: beta att @ onehot
                 context = idx.unsqueeze(1).expand(B, T, T)[mask]                     # (N, T): the ids seen
-                logits = logits + torch.zeros_like(logits).scatter_add_(1, context, self.copy_attn.beta * att[mask])
+                copied = torch.zeros_like(logits).scatter_add_(1, context, self.copy_attn.beta * att[mask])
+                logits = logits + copied                                             # (N, V)
             if targets is None:
                 return logits.view(B, T, -1), None                                   # (B, T, V)
             return logits, F.cross_entropy(logits, targets[mask])
@@ -376,16 +377,14 @@ def forget_embeddings(model, optimizer, rows, averaged=None):
 
 
 def forgets_at(cfg, step):
-    """A reset after `step` steps? Every cfg.forget_every up to cfg.forget_until, and on the last step if
-    resets go on to the end (a run is then judged with fresh rows)."""
+    """A reset after `step`? Every forget_every up to forget_until; on the last step if resets never stop."""
     through = cfg.forget_until == 0 or cfg.forget_until >= cfg.steps      # resets all through training
     return (cfg.forget_every > 0 and step > 0 and (step <= cfg.forget_until or through)
             and (step % cfg.forget_every == 0 or (through and step == cfg.steps)))
 
 
 def hold_unused_rows(model, vocab):
-    """--freeze-unused, the practitioner's question: only the rows of tokens never a training target (the
-    unseen names, <pad>, the prompt's signs) keep their init. Returns what puts them back after a step."""
+    """--freeze-unused: only rows never a training target (unseen names, <pad>, signs) keep their init."""
     rows = torch.tensor(vocab.never_target_ids, device=model.lm_head.weight.device)
     kept = [(w, w[rows].clone()) for w in model.embeddings()]
 
@@ -665,7 +664,8 @@ def train(cfg, log=print, predictions=None):
         evaluating, before = step % cfg.eval_every == 0 or step == cfg.steps, {}
         if forgets_at(cfg, step):   # the reset first: a resetting run evaluates and saves a model just reset
             if evaluating:          # (its log line says what the rows were just before)
-                before = dict(all_before_reset=evaluate(averaged, vocab, {'all': sets['all']}, cfg.device)['all'],
+                before = dict(all_before_reset=evaluate(averaged, vocab, {'all': sets['all']},
+                                                        cfg.device)['all'],
                               cos_before_reset=rows_stats(averaged, vocab)['cos_unseen'])
             forget_embeddings(model, optimizer, vocab.name_ids, averaged)
         if evaluating:
@@ -845,7 +845,8 @@ def progress_line(h, steps):
 
 def held_out_mean(shapes):
     """What evaluate_shapes says of the held-out shapes: the mean over their families, or the one set."""
-    return shapes.get('held-out shapes, mean') or next(v for k, v in shapes.items() if logic_data.is_held_out(k))
+    held = (v for k, v in shapes.items() if logic_data.is_held_out(k))
+    return shapes.get('held-out shapes, mean') or next(held)
 
 
 def compile_blocks(model, log=print):
@@ -1843,8 +1844,9 @@ def check_args(p, args):
          '--problems needs --ckpt PATH (a checkpoint written by a training run)'),
         (args.ckpt and on_ckpt, '--ckpt evaluates a trained model on its own test problems; it cannot '
          f"take {' '.join(on_ckpt)} (only --unseen, --device, --out, --ask or --problems)"),
-        (args.ckpt and not os.path.isfile(args.ckpt), f'--ckpt {args.ckpt}: ' + ('a folder; give the checkpoint '
-         'file in it (ckpt.pt)' if os.path.isdir(args.ckpt or '') else 'no such file')),
+        (args.ckpt and not os.path.isfile(args.ckpt), f'--ckpt {args.ckpt}: ' + (
+            'a folder; give the checkpoint file in it (ckpt.pt)' if os.path.isdir(args.ckpt or '')
+            else 'no such file')),
         ((args.ask or args.problems) and on_answer, f"--{'ask' if args.ask else 'problems'} prints what the "
          f"model writes and saves nothing; it cannot take {' '.join(on_answer)} (--ckpt alone: its tests)"),
         (args.device not in ('auto', 'cpu', 'cuda', 'mps') and not args.device.startswith('cuda:'),
